@@ -1,0 +1,211 @@
+//! `spark-localizer check`: the same plan and credential discovery as `fetch`,
+//! printed with where each value came from, then a probe of every URI. Writes
+//! nothing; exits non-zero when any probe fails.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::cli::{ArgOrigins, FetchArgs};
+use crate::config::Settings;
+use crate::duration::format_duration;
+use crate::exit::ExitCode;
+use crate::fetch::{config_failure, prepare};
+use crate::plan::{Plan, Target};
+use crate::source::Sources;
+
+/// Proxy variables reqwest honours (values may hold credentials: never printed).
+const PROXY_VARS: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// Runs `check` and returns the exit code.
+pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
+    let (settings, plan, sources) = match prepare(args, origins) {
+        Ok(ready) => ready,
+        Err(message) => return config_failure(args, &message),
+    };
+    print!("{}", describe(&settings, &plan));
+    let timeout = settings.http.connect_timeout + settings.stall_timeout;
+    let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
+    print!("{text}");
+    if failed == 0 {
+        println!("\nall {} probes succeeded", plan.artifacts.len());
+        ExitCode::Ok
+    } else {
+        println!("\n{failed} of {} probes failed", plan.artifacts.len());
+        ExitCode::Fetch
+    }
+}
+
+/// The resolved plan and settings, with origins; credentials by name only.
+fn describe(s: &Settings, plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "settings:");
+    if let Some(p) = &s.properties_file {
+        let _ = writeln!(out, "  properties file  {}", p.display());
+    }
+    let _ = writeln!(
+        out,
+        "  jars dir         {}  ({})",
+        s.jars_dir.value.display(),
+        s.jars_dir.origin
+    );
+    let _ = writeln!(
+        out,
+        "  files dir        {}  ({})",
+        s.files_dir.value.display(),
+        s.files_dir.origin
+    );
+    let _ = writeln!(
+        out,
+        "  deadline         {}  ({})",
+        format_duration(s.deadline.value),
+        s.deadline.origin
+    );
+    let _ = writeln!(
+        out,
+        "  parallelism {}, retries {}, stall timeout {}",
+        s.parallelism,
+        s.retries,
+        format_duration(s.stall_timeout)
+    );
+    match &s.checksums {
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "  checksums        {} pin(s)  ({})",
+                c.value.len(),
+                c.origin
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  checksums        none");
+        }
+    }
+
+    let _ = writeln!(out, "credentials (values never shown):");
+    let mut any = false;
+    if let Some(path) = &s.header_file {
+        let names: Vec<_> = s
+            .http
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str().to_owned())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  http headers     {} from {}",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            },
+            path.display()
+        );
+        any = true;
+    }
+    for a in &plan.artifacts {
+        if !a.uri.username().is_empty() || a.uri.password().is_some() {
+            let _ = writeln!(out, "  basic auth       from the userinfo of {}", a.shown);
+            any = true;
+        }
+    }
+    for ca in &s.http.ca_files {
+        let _ = writeln!(
+            out,
+            "  trusted CA       {}  ({})",
+            ca.path.display(),
+            ca.origin
+        );
+        any = true;
+    }
+    for var in PROXY_VARS {
+        if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
+            let _ = writeln!(out, "  proxy            {var} is set");
+            any = true;
+        }
+    }
+    if !any {
+        let _ = writeln!(out, "  none found");
+    }
+
+    let _ = writeln!(out, "plan ({} artifacts):", plan.artifacts.len());
+    for (i, a) in plan.artifacts.iter().enumerate() {
+        let dest = match &a.target {
+            Target::Fetch { path, .. } => path.display().to_string(),
+            Target::Local { path } => format!("{} (in the image, not fetched)", path.display()),
+        };
+        let pin = if a.pin.is_some() { ", pinned" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {:>3}. {} {}\n       -> {dest}  ({}{pin})",
+            i + 1,
+            a.kind,
+            a.shown,
+            a.origin
+        );
+    }
+    out
+}
+
+/// Probes every artifact in parallel; returns the printed lines and how many failed.
+async fn probe_all(
+    plan: &Plan,
+    sources: &Sources,
+    parallelism: usize,
+    limit: Duration,
+) -> (String, usize) {
+    let results: Vec<(usize, Result<String, String>)> =
+        futures_util::stream::iter(plan.artifacts.iter().enumerate())
+            .map(|(i, a)| async move {
+                let Some(source) = sources.get(a.scheme) else {
+                    return (i, Ok("skipped: local:// is inside the image".to_owned()));
+                };
+                let result = match tokio::time::timeout(limit, source.probe(&a.uri)).await {
+                    Err(_) => Err(format!("no answer within {}", format_duration(limit))),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(Ok(p)) => {
+                        let mut line = format!(
+                            "{}, size {}, ranges {}",
+                            p.status,
+                            p.meta
+                                .size
+                                .map_or("unknown".to_owned(), |s| format!("{s} bytes")),
+                            if p.meta.ranges { "yes" } else { "no" }
+                        );
+                        if let Some(to) = p.redirected_to {
+                            let _ = write!(line, ", redirected to {to}");
+                        }
+                        Ok(line)
+                    }
+                };
+                (i, result)
+            })
+            .buffered(parallelism)
+            .collect()
+            .await;
+    let mut out = String::from("probes:\n");
+    let mut failed = 0;
+    for (i, result) in results {
+        let a = &plan.artifacts[i];
+        match result {
+            Ok(line) => {
+                let _ = writeln!(out, "  ok    {}: {line}", a.shown);
+            }
+            Err(why) => {
+                failed += 1;
+                let _ = writeln!(out, "  FAIL  {}: {}", a.shown, crate::redact::scrub(&why));
+            }
+        }
+    }
+    (out, failed)
+}

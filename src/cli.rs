@@ -1,0 +1,179 @@
+//! Command-line interface: flags, their environment twins and defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration::parse_duration;
+use crate::env_vars as env;
+
+/// Localize Spark jars, files and archives into a pod's volumes before the JVM starts.
+#[derive(Debug, Parser)]
+#[command(name = "spark-localizer", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// More log output (-v: debug, -vv: trace).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Only warnings and errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Log line format when stderr is not a terminal (text on a terminal always shows bars).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = env::LOG_FORMAT, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Fetch, verify and publish every artifact, then write the classpath fragment (the initContainer job).
+    Fetch(FetchArgs),
+    /// Resolve the same plan, show where each value came from and probe every URI; writes nothing.
+    Check(FetchArgs),
+}
+
+/// Inputs shared by `fetch` and `check`.
+#[derive(Debug, Args, Clone)]
+pub struct FetchArgs {
+    /// Jars to fetch and put on the classpath, comma-separated (repeatable).
+    #[arg(long, env = env::JARS, value_name = "URIS", action = ArgAction::Append)]
+    pub jars: Vec<String>,
+
+    /// Files to fetch into --files-dir, comma-separated (repeatable).
+    #[arg(long, env = env::FILES, value_name = "URIS", action = ArgAction::Append)]
+    pub files: Vec<String>,
+
+    /// A Java properties file (spark-defaults.conf, Spark's mounted spark.properties).
+    #[arg(long, env = env::PROPERTIES_FILE, value_name = "PATH")]
+    pub properties_file: Option<PathBuf>,
+
+    /// Where jars go [default: /var/spark-data/spark-jars].
+    #[arg(long, env = env::JARS_DIR, value_name = "DIR")]
+    pub jars_dir: Option<PathBuf>,
+
+    /// Where files go [default: /var/spark-data/spark-files].
+    #[arg(long, env = env::FILES_DIR, value_name = "DIR")]
+    pub files_dir: Option<PathBuf>,
+
+    /// sha256 pins in `sha256sum` format, keyed by destination name or by URI.
+    #[arg(long, env = env::CHECKSUMS, value_name = "FILE")]
+    pub checksums: Option<PathBuf>,
+
+    /// How many artifacts are transferred at once.
+    #[arg(long, env = env::PARALLELISM, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallelism: u16,
+
+    /// Retries per artifact after a transient fault (attempts = retries + 1).
+    #[arg(long, env = env::RETRIES, default_value_t = 5)]
+    pub retries: u32,
+
+    /// First backoff delay; doubles per retry (with jitter), capped at 30s.
+    #[arg(long, env = env::RETRY_DELAY, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub retry_delay: Duration,
+
+    /// A transfer that receives no byte for this long is retried.
+    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub stall_timeout: Duration,
+
+    /// Time allowed to open a TCP/TLS connection.
+    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
+
+    /// Overall time limit [default: spark.kubernetes.mountdependencies.mountTimeout, else 300s].
+    #[arg(long, env = env::DEADLINE, value_parser = parse_duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+
+    /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
+    #[arg(long, env = env::CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
+    pub ca_cert: Vec<PathBuf>,
+
+    /// Extra HTTP request headers, one `Name: value` per line (e.g. an Artifactory token).
+    /// Sent only to each URI's own origin, never after a redirect to another host.
+    #[arg(long, env = env::HTTP_HEADER_FILE, value_name = "FILE")]
+    pub http_header_file: Option<PathBuf>,
+
+    /// fsync each file before publishing it (a restarted run re-verifies files anyway).
+    #[arg(long, env = env::FSYNC)]
+    pub fsync: bool,
+
+    /// Where to write the `:`-joined classpath [default: <jars-dir>/classpath].
+    #[arg(long, env = env::CLASSPATH_FILE, value_name = "PATH")]
+    pub classpath_file: Option<PathBuf>,
+
+    /// Where to write the POSIX-sh snippet prepending to SPARK_CLASSPATH
+    /// [default: <jars-dir>/spark-classpath.env].
+    #[arg(long, env = env::ENV_FILE, value_name = "PATH")]
+    pub env_file: Option<PathBuf>,
+
+    /// Where to write the JSON report [default: <jars-dir>/spark-localizer-report.json].
+    #[arg(long, env = env::REPORT, value_name = "PATH")]
+    pub report: Option<PathBuf>,
+
+    /// Kubernetes termination-message file, written in place on failure
+    /// [default: /dev/termination-log when it exists].
+    #[arg(long, env = env::TERMINATION_LOG, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+
+    /// No progress bars or periodic progress lines.
+    #[arg(long, env = env::NO_PROGRESS)]
+    pub no_progress: bool,
+
+    /// Interval between plain progress lines when stderr is not a terminal.
+    #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub progress_interval: Duration,
+}
+
+/// Where each flag's value came from, as clap saw it (flag, env twin or default).
+#[derive(Debug, Default, Clone)]
+pub struct ArgOrigins(std::collections::HashMap<String, clap::parser::ValueSource>);
+
+impl ArgOrigins {
+    fn from_matches(matches: &clap::ArgMatches) -> Self {
+        let mut map = std::collections::HashMap::new();
+        for id in matches.ids() {
+            if let Some(source) = matches.value_source(id.as_str()) {
+                map.insert(id.as_str().to_owned(), source);
+            }
+        }
+        ArgOrigins(map)
+    }
+
+    /// True when the user set `id` by flag or environment (not a default).
+    pub fn is_explicit(&self, id: &str) -> bool {
+        matches!(
+            self.0.get(id),
+            Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+        )
+    }
+
+    /// True when `id` came from its `SPARK_LOCALIZER_*` environment twin.
+    pub fn is_env(&self, id: &str) -> bool {
+        matches!(self.0.get(id), Some(clap::parser::ValueSource::EnvVariable))
+    }
+}
+
+/// Parses the command line; returns the subcommand's arguments with their origins.
+pub fn parse_from<I, T>(args: I) -> Result<(Cli, ArgOrigins), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let origins = matches
+        .subcommand()
+        .map(|(_, sub)| ArgOrigins::from_matches(sub))
+        .unwrap_or_default();
+    Ok((cli, origins))
+}

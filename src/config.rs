@@ -1,0 +1,320 @@
+//! Resolves flags, their environment twins and the properties file into one
+//! [`Settings`], remembering where each value came from (shown by `check`).
+//!
+//! Precedence: flag, then `SPARK_LOCALIZER_*` env, then the properties file, then
+//! the built-in default. Configuration is fully read and validated here, before
+//! any network traffic.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::checksums::{Checksums, ChecksumsError};
+use crate::cli::{ArgOrigins, FetchArgs};
+use crate::duration::parse_duration;
+use crate::env_vars as env;
+use crate::properties::{Properties, PropertiesError};
+use crate::source::http::{load_header_file, CaFile, HttpConfig, HttpSetupError};
+
+/// Default destination for jars, as in the apache-spark-on-k8s init container.
+pub const DEFAULT_JARS_DIR: &str = "/var/spark-data/spark-jars";
+/// Default destination for files.
+pub const DEFAULT_FILES_DIR: &str = "/var/spark-data/spark-files";
+/// Default overall deadline (the fork's mountTimeout default).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Properties-file keys read for each input, in the order their lists are joined.
+pub mod keys {
+    pub const JARS: &[&str] = &["spark.jars", "spark.kubernetes.initcontainer.remoteJars"];
+    pub const FILES: &[&str] = &["spark.files", "spark.kubernetes.initcontainer.remoteFiles"];
+    pub const JARS_DIR: &str = "spark.kubernetes.mountdependencies.jarsDownloadDir";
+    pub const FILES_DIR: &str = "spark.kubernetes.mountdependencies.filesDownloadDir";
+    pub const MOUNT_TIMEOUT: &str = "spark.kubernetes.mountdependencies.mountTimeout";
+}
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A command-line flag (its name without dashes).
+    Flag(&'static str),
+    /// An environment variable.
+    Env(&'static str),
+    /// A key of the properties file.
+    Properties { path: PathBuf, key: String },
+    /// The built-in default.
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Flag(name) => write!(f, "--{name}"),
+            Origin::Env(name) => f.write_str(name),
+            Origin::Properties { path, key } => write!(f, "{key} in {}", path.display()),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// One URI as the user declared it.
+#[derive(Debug, Clone)]
+pub struct Declared {
+    pub uri: String,
+    pub origin: Origin,
+}
+
+/// Everything `fetch` and `check` need, validated.
+#[derive(Debug)]
+pub struct Settings {
+    pub jars: Vec<Declared>,
+    pub files: Vec<Declared>,
+    pub jars_dir: Sourced<PathBuf>,
+    pub files_dir: Sourced<PathBuf>,
+    pub deadline: Sourced<Duration>,
+    pub checksums: Option<Sourced<Checksums>>,
+    pub header_file: Option<PathBuf>,
+    pub http: HttpConfig,
+    pub parallelism: usize,
+    pub retries: u32,
+    pub retry_delay: Duration,
+    pub stall_timeout: Duration,
+    pub fsync: bool,
+    pub classpath_file: PathBuf,
+    pub env_file: PathBuf,
+    pub report: PathBuf,
+    pub termination_log: Option<PathBuf>,
+    pub properties_file: Option<PathBuf>,
+    pub no_progress: bool,
+    pub progress_interval: Duration,
+}
+
+/// A configuration problem; always found before any network traffic (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Properties(#[from] PropertiesError),
+    #[error(transparent)]
+    Checksums(#[from] ChecksumsError),
+    #[error(transparent)]
+    Http(#[from] HttpSetupError),
+    #[error("invalid {key} in {}: {reason}", path.display())]
+    Property {
+        path: PathBuf,
+        key: &'static str,
+        reason: String,
+    },
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+impl Settings {
+    /// Resolves `args` (with their origins) and the properties file they name.
+    pub fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Result<Settings, ConfigError> {
+        let origin_of = |id: &'static str, env_name: &'static str| {
+            if origins.is_env(id) {
+                Origin::Env(env_name)
+            } else {
+                Origin::Flag(id_to_flag(id))
+            }
+        };
+        let properties = args
+            .properties_file
+            .as_deref()
+            .map(Properties::load)
+            .transpose()?;
+        let from_props = |key: &str| -> Option<Sourced<String>> {
+            let props = properties.as_ref()?;
+            let value = props.get(key)?.trim();
+            (!value.is_empty()).then(|| Sourced {
+                value: value.to_owned(),
+                origin: Origin::Properties {
+                    path: props.path().map(Path::to_owned).unwrap_or_default(),
+                    key: key.to_owned(),
+                },
+            })
+        };
+
+        let uri_list = |values: &[String], id: &'static str, env_name, props_keys: &[&str]| {
+            let mut out = Vec::new();
+            if origins.is_explicit(id) {
+                let origin = origin_of(id, env_name);
+                for value in values {
+                    push_uris(&mut out, value, &origin);
+                }
+            } else {
+                for key in props_keys {
+                    if let Some(v) = from_props(key) {
+                        push_uris(&mut out, &v.value, &v.origin);
+                    }
+                }
+            }
+            out
+        };
+        let jars = uri_list(&args.jars, "jars", env::JARS, keys::JARS);
+        let files = uri_list(&args.files, "files", env::FILES, keys::FILES);
+
+        let dir = |flag: &Option<PathBuf>, id: &'static str, env_name, key: &str, default: &str| {
+            if let Some(path) = flag {
+                return Sourced {
+                    value: path.clone(),
+                    origin: origin_of(id, env_name),
+                };
+            }
+            from_props(key)
+                .map(|v| Sourced {
+                    value: PathBuf::from(v.value),
+                    origin: v.origin,
+                })
+                .unwrap_or(Sourced {
+                    value: PathBuf::from(default),
+                    origin: Origin::Default,
+                })
+        };
+        let jars_dir = dir(
+            &args.jars_dir,
+            "jars_dir",
+            env::JARS_DIR,
+            keys::JARS_DIR,
+            DEFAULT_JARS_DIR,
+        );
+        let files_dir = dir(
+            &args.files_dir,
+            "files_dir",
+            env::FILES_DIR,
+            keys::FILES_DIR,
+            DEFAULT_FILES_DIR,
+        );
+        for d in [&jars_dir, &files_dir] {
+            if !d.value.is_absolute() {
+                return Err(ConfigError::Invalid {
+                    what: d.origin.to_string(),
+                    reason: format!("{} is not an absolute path", d.value.display()),
+                });
+            }
+        }
+
+        let deadline = match args.deadline {
+            Some(value) => Sourced {
+                value,
+                origin: origin_of("deadline", env::DEADLINE),
+            },
+            None => match from_props(keys::MOUNT_TIMEOUT) {
+                Some(v) => Sourced {
+                    value: parse_duration(&v.value).map_err(|reason| ConfigError::Property {
+                        path: args.properties_file.clone().unwrap_or_default(),
+                        key: keys::MOUNT_TIMEOUT,
+                        reason,
+                    })?,
+                    origin: v.origin,
+                },
+                None => Sourced {
+                    value: DEFAULT_DEADLINE,
+                    origin: Origin::Default,
+                },
+            },
+        };
+
+        let checksums = args
+            .checksums
+            .as_deref()
+            .map(|path| -> Result<_, ConfigError> {
+                Ok(Sourced {
+                    value: Checksums::load(path)?,
+                    origin: origin_of("checksums", env::CHECKSUMS),
+                })
+            })
+            .transpose()?;
+
+        let mut ca_files: Vec<CaFile> = args
+            .ca_cert
+            .iter()
+            .map(|path| CaFile {
+                path: path.clone(),
+                origin: origin_of("ca_cert", env::CA_CERT).to_string(),
+            })
+            .collect();
+        if let Some(path) = std::env::var_os(env::SSL_CERT_FILE).filter(|p| !p.is_empty()) {
+            ca_files.push(CaFile {
+                path: path.into(),
+                origin: env::SSL_CERT_FILE.to_owned(),
+            });
+        }
+        let headers = match &args.http_header_file {
+            Some(path) => load_header_file(path)?,
+            None => Vec::new(),
+        };
+        let parallelism = usize::from(args.parallelism);
+        let http = HttpConfig {
+            ca_files,
+            connect_timeout: args.connect_timeout,
+            pool_size: parallelism,
+            headers,
+        };
+
+        let in_jars_dir = |name: &str| jars_dir.value.join(name);
+        let termination_log = args.termination_log.clone().or_else(|| {
+            let default = Path::new(env::DEFAULT_TERMINATION_LOG);
+            default.exists().then(|| default.to_owned())
+        });
+        Ok(Settings {
+            classpath_file: args
+                .classpath_file
+                .clone()
+                .unwrap_or_else(|| in_jars_dir(crate::output::CLASSPATH_FILE)),
+            env_file: args
+                .env_file
+                .clone()
+                .unwrap_or_else(|| in_jars_dir(crate::output::ENV_FILE)),
+            report: args
+                .report
+                .clone()
+                .unwrap_or_else(|| in_jars_dir(crate::output::REPORT_FILE)),
+            termination_log,
+            jars,
+            files,
+            jars_dir,
+            files_dir,
+            deadline,
+            checksums,
+            header_file: args.http_header_file.clone(),
+            http,
+            parallelism,
+            retries: args.retries,
+            retry_delay: args.retry_delay,
+            stall_timeout: args.stall_timeout,
+            fsync: args.fsync,
+            properties_file: args.properties_file.clone(),
+            no_progress: args.no_progress,
+            progress_interval: args.progress_interval,
+        })
+    }
+}
+
+/// Splits a Spark-style comma-separated list; blanks are skipped, exact repeats dropped.
+fn push_uris(out: &mut Vec<Declared>, list: &str, origin: &Origin) {
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !out.iter().any(|d| d.uri == item) {
+            out.push(Declared {
+                uri: item.to_owned(),
+                origin: origin.clone(),
+            });
+        }
+    }
+}
+
+/// clap ids are snake_case; flags are kebab-case.
+fn id_to_flag(id: &'static str) -> &'static str {
+    match id {
+        "jars_dir" => "jars-dir",
+        "files_dir" => "files-dir",
+        "ca_cert" => "ca-cert",
+        other => other,
+    }
+}

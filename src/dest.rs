@@ -1,0 +1,209 @@
+//! Bytes on disk: temp files beside their final name, atomic publish, and the
+//! state records that let a restarted run re-verify what it finds.
+//!
+//! Layout inside a destination directory:
+//! - `<name>`: a published artifact (complete and verified);
+//! - `.spark-localizer.<name>.<pid>.<n>.partial`: a transfer in progress;
+//! - `.spark-localizer/<name>.json`: what was published as `<name>` (size, sha256,
+//!   and a hash of the URI), written after the rename.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::plan::RESERVED_PREFIX;
+
+const PARTIAL_SUFFIX: &str = ".partial";
+const STATE_DIR: &str = ".spark-localizer";
+
+/// What was published under a name, so a later run can re-verify it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Record {
+    /// sha256 of the full URI (secrets included, so never stored in the clear).
+    pub uri_sha256: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// sha256 of a URI, as kept in records.
+pub fn uri_digest(uri: &str) -> String {
+    hex::encode(Sha256::digest(uri.as_bytes()))
+}
+
+fn record_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(STATE_DIR).join(format!("{name}.json"))
+}
+
+/// Reads the record of `name`, if there is a readable one.
+pub fn read_record(dir: &Path, name: &str) -> Option<Record> {
+    let text = std::fs::read(record_path(dir, name)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Writes the record of `name` (temp file + rename, so it is whole or absent).
+pub fn write_record(dir: &Path, name: &str, record: &Record) -> std::io::Result<()> {
+    let state = dir.join(STATE_DIR);
+    std::fs::create_dir_all(&state)?;
+    let tmp = state.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))?;
+    std::fs::rename(&tmp, record_path(dir, name))
+}
+
+/// Forgets `name`: removes its record (before its file is replaced or removed).
+pub fn remove_record(dir: &Path, name: &str) {
+    let _ = std::fs::remove_file(record_path(dir, name));
+}
+
+/// Names that have a record in `dir` (artifacts an earlier run published).
+pub fn recorded_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join(STATE_DIR)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".json")?.to_owned())
+        })
+        .collect()
+}
+
+/// Removes partial files left by an earlier (killed) run. Returns how many.
+pub fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
+    let mut removed = 0;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(RESERVED_PREFIX) && name.ends_with(PARTIAL_SUFFIX) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Hashes a file (for re-verifying a file found from an earlier run).
+pub fn hash_file(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, hasher.finalize().into()))
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temp file beside its final path; removed on drop unless published.
+pub struct TempFile {
+    path: PathBuf,
+    published: bool,
+}
+
+impl TempFile {
+    /// Creates (truncating) a fresh temp file for `final_path`.
+    pub async fn create(final_path: &Path) -> std::io::Result<(TempFile, tokio::fs::File)> {
+        let dir = final_path.parent().unwrap_or(Path::new("."));
+        let name = final_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(
+            "{RESERVED_PREFIX}.{name}.{}.{n}{PARTIAL_SUFFIX}",
+            std::process::id()
+        ));
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .await?;
+        Ok((
+            TempFile {
+                path,
+                published: false,
+            },
+            file,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the temp file onto `final_path` (atomic within the directory).
+    pub async fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
+        tokio::fs::rename(&self.path, final_path).await?;
+        self.published = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn temp_file_is_removed_unless_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a.jar");
+        let (tmp, _f) = TempFile::create(&target).await.unwrap();
+        let p = tmp.path().to_owned();
+        assert!(p.exists());
+        drop(tmp);
+        assert!(!p.exists());
+        let (tmp, _f) = TempFile::create(&target).await.unwrap();
+        tmp.publish(&target).await.unwrap();
+        assert!(target.exists());
+    }
+
+    #[test]
+    fn sweep_removes_only_our_partials() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".spark-localizer.a.jar.1.0.partial"), b"x").unwrap();
+        std::fs::write(dir.path().join("a.jar"), b"x").unwrap();
+        std::fs::write(dir.path().join("b.partial"), b"x").unwrap();
+        assert_eq!(sweep_partials(dir.path()).unwrap(), 1);
+        assert!(dir.path().join("a.jar").exists());
+        assert!(dir.path().join("b.partial").exists());
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Record {
+            uri_sha256: uri_digest("https://h/a.jar"),
+            size: 3,
+            sha256: "ab".into(),
+        };
+        write_record(dir.path(), "a.jar", &r).unwrap();
+        assert_eq!(read_record(dir.path(), "a.jar"), Some(r));
+        remove_record(dir.path(), "a.jar");
+        assert_eq!(read_record(dir.path(), "a.jar"), None);
+    }
+}

@@ -1,0 +1,51 @@
+//! The stable exit codes, in one place. Documented in the README's CONTRACT section.
+
+/// A process exit code with a stable meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// Everything was localized (or, for `check`, every probe succeeded).
+    Ok = 0,
+    /// A bug or an unexpected condition; the message says what.
+    Internal = 1,
+    /// Bad flags, environment or files; found before any network traffic.
+    Config = 2,
+    /// A source refused or failed: HTTP error, not found, auth, retries exhausted.
+    Fetch = 3,
+    /// A download did not match its pinned sha256 or its announced size.
+    Integrity = 4,
+    /// The overall `--deadline` passed before every artifact was localized.
+    Deadline = 5,
+    /// The destination could not be written (permissions, disk full).
+    LocalIo = 6,
+}
+
+impl ExitCode {
+    /// How bad a failure is when several artifacts fail differently: the
+    /// process exits with the most severe one (deadline > integrity > local I/O > fetch).
+    pub fn severity(self) -> u8 {
+        match self {
+            ExitCode::Ok => 0,
+            ExitCode::Fetch => 1,
+            ExitCode::LocalIo => 2,
+            ExitCode::Integrity => 3,
+            ExitCode::Deadline => 4,
+            ExitCode::Config => 5,
+            ExitCode::Internal => 6,
+        }
+    }
+
+    /// The most severe of two codes.
+    pub fn worst(self, other: ExitCode) -> ExitCode {
+        if other.severity() > self.severity() {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The numeric code passed to `std::process::exit`.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}

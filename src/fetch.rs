@@ -1,0 +1,177 @@
+//! `spark-localizer fetch`: resolve, plan, localize, then write the classpath,
+//! the env snippet, the report and (on failure) the termination message.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::{error, info, warn};
+
+use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
+use crate::config::{ConfigError, Settings};
+use crate::engine::{self, Options, Outcome, Status};
+use crate::exit::ExitCode;
+use crate::output;
+use crate::plan::{self, Plan, PlanError};
+use crate::progress::{self, mib, Reporter};
+use crate::retry::Backoff;
+use crate::source::http::HttpSource;
+use crate::source::Sources;
+
+/// Resolves settings, builds the plan and the sources: everything that can be
+/// wrong with the configuration is found here, before any network traffic.
+pub fn prepare(
+    args: &FetchArgs,
+    origins: &ArgOrigins,
+) -> Result<(Settings, Plan, Sources), String> {
+    let settings = Settings::resolve(args, origins).map_err(|e| config_message(&e))?;
+    let plan = plan::build(&settings).map_err(|e: PlanError| e.to_string())?;
+    if let Some(pins) = &settings.checksums {
+        for key in pins.value.keys() {
+            let used = plan
+                .artifacts
+                .iter()
+                .any(|a| a.name == key || a.uri.as_str() == key || a.shown == key);
+            if !used {
+                warn!("--checksums pins {key}, which no artifact matches");
+            }
+        }
+    }
+    let http = HttpSource::new(&settings.http).map_err(|e| config_message(&e.into()))?;
+    Ok((settings, plan, Sources::new(http)))
+}
+
+fn config_message(e: &ConfigError) -> String {
+    let mut message = e.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        next = cause.source();
+    }
+    crate::redact::scrub(&message)
+}
+
+/// Reports a configuration error (exit code 2) on stderr and in the termination log.
+pub fn config_failure(args: &FetchArgs, message: &str) -> ExitCode {
+    error!("{message}");
+    let text = output::termination_text("invalid configuration", &[message.to_owned()]);
+    write_termination(args.termination_log.as_deref(), &text);
+    ExitCode::Config
+}
+
+fn write_termination(explicit: Option<&std::path::Path>, text: &str) {
+    let default = std::path::Path::new(crate::env_vars::DEFAULT_TERMINATION_LOG);
+    let path = match explicit {
+        Some(p) => p,
+        None if default.exists() => default,
+        None => return,
+    };
+    if let Err(e) = output::write_termination_log(path, text) {
+        warn!(
+            "cannot write the termination message to {}: {e}",
+            path.display()
+        );
+    }
+}
+
+/// Runs `fetch` and returns the exit code.
+pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
+    let started = Instant::now();
+    let (settings, plan, sources) = match prepare(args, origins) {
+        Ok(ready) => ready,
+        Err(message) => return config_failure(args, &message),
+    };
+    if plan.artifacts.is_empty() {
+        info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
+    }
+
+    let options = Options {
+        parallelism: settings.parallelism,
+        retries: settings.retries,
+        backoff: Backoff::new(settings.retry_delay),
+        stall_timeout: settings.stall_timeout,
+        deadline: tokio::time::Instant::now() + settings.deadline.value,
+        deadline_len: settings.deadline.value,
+        fsync: settings.fsync,
+    };
+    let reporter: Arc<dyn Reporter> = if settings.no_progress {
+        Arc::new(progress::Silent)
+    } else if std::io::stderr().is_terminal() && log_format == LogFormat::Text {
+        Arc::new(progress::Bars::new())
+    } else {
+        progress::Lines::start(settings.progress_interval)
+    };
+    let outcomes = engine::run(&plan, &sources, &options, reporter).await;
+
+    let mut code = ExitCode::Ok;
+    let mut failures = Vec::new();
+    for o in &outcomes {
+        if let Some(f) = &o.failure {
+            error!("{}", f.message);
+            code = code.worst(f.code);
+            failures.push(f.message.clone());
+        }
+    }
+    if code == ExitCode::Ok {
+        if let Err(e) = write_classpath(&settings, &plan) {
+            let message =
+                format!("cannot write the classpath outputs: {e}; check the volume mount");
+            error!("{message}");
+            failures.push(message);
+            code = ExitCode::LocalIo;
+        }
+    }
+    let elapsed = started.elapsed();
+    let report = output::Report::new(&plan, &outcomes, code.code(), elapsed.as_millis() as u64);
+    let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
+    if let Err(e) = output::write_atomic(&settings.report, &report_json) {
+        warn!("cannot write the report {}: {e}", settings.report.display());
+    }
+    summarize(&outcomes, elapsed);
+    if code != ExitCode::Ok {
+        let headline = format!(
+            "{} of {} artifacts failed",
+            failures.len(),
+            plan.artifacts.len()
+        );
+        write_termination(
+            settings.termination_log.as_deref(),
+            &output::termination_text(&headline, &failures),
+        );
+    }
+    code
+}
+
+fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {
+    let entries = plan.classpath();
+    output::write_atomic(
+        &settings.classpath_file,
+        output::classpath_text(&entries).as_bytes(),
+    )?;
+    output::write_atomic(&settings.env_file, output::env_text(&entries).as_bytes())
+}
+
+fn summarize(outcomes: &[Outcome], elapsed: std::time::Duration) {
+    let count = |s: Status| outcomes.iter().filter(|o| o.status == s).count();
+    let moved: u64 = outcomes
+        .iter()
+        .filter(|o| matches!(o.status, Status::Fetched | Status::Copied))
+        .map(|o| o.bytes)
+        .sum();
+    let secs = elapsed.as_secs_f64();
+    info!(
+        "summary: {} fetched, {} copied, {} kept, {} local, {} failed; {:.1} MiB in {:.2}s ({:.1} MiB/s)",
+        count(Status::Fetched),
+        count(Status::Copied),
+        count(Status::Kept),
+        count(Status::Local),
+        count(Status::Failed),
+        mib(moved),
+        secs,
+        mib(moved) / secs.max(1e-3)
+    );
+}

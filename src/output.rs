@@ -1,0 +1,231 @@
+//! What `fetch` leaves behind for the main container and for operators: the
+//! classpath file, the `spark-classpath.env` snippet, the JSON report and the
+//! Kubernetes termination message.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::{Outcome, Status};
+use crate::plan::{Kind, Plan};
+
+/// Default name of the `:`-joined classpath file (in the jars dir).
+pub const CLASSPATH_FILE: &str = "classpath";
+/// Default name of the POSIX-sh snippet (in the jars dir).
+pub const ENV_FILE: &str = "spark-classpath.env";
+/// Default name of the JSON report (in the jars dir).
+pub const REPORT_FILE: &str = "spark-localizer-report.json";
+/// Kubernetes reads at most this much of the termination message.
+pub const TERMINATION_LIMIT: usize = 4096;
+
+/// The classpath: absolute paths in declared order, `:`-joined, newline-terminated
+/// (empty, with no newline, when there are no jars).
+pub fn classpath_text(entries: &[PathBuf]) -> String {
+    let joined = entries
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(":");
+    if joined.is_empty() {
+        joined
+    } else {
+        joined + "\n"
+    }
+}
+
+/// Quotes `s` for POSIX sh: single quotes, with `'` written as `'\''`.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A POSIX-sh snippet that prepends the jars to any existing `SPARK_CLASSPATH`.
+pub fn env_text(entries: &[PathBuf]) -> String {
+    let mut out =
+        String::from("# Written by spark-localizer: source it before Spark's entrypoint.\n");
+    if entries.is_empty() {
+        out.push_str("# No jars were localized; SPARK_CLASSPATH is left as it is.\n");
+        return out;
+    }
+    let joined = entries
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(":");
+    out.push_str(&format!(
+        "SPARK_CLASSPATH={}\"${{SPARK_CLASSPATH:+:$SPARK_CLASSPATH}}\"\nexport SPARK_CLASSPATH\n",
+        sh_quote(&joined)
+    ));
+    out
+}
+
+/// Writes `contents` to `path` atomically (temp file in the same directory, rename).
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".spark-localizer.{name}.{}.partial",
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// One artifact in the JSON report.
+#[derive(Debug, Serialize)]
+pub struct ReportEntry {
+    pub uri: String,
+    pub kind: Kind,
+    pub destination: Option<PathBuf>,
+    pub status: Status,
+    pub bytes: u64,
+    pub sha256: Option<String>,
+    pub attempts: u32,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub ok: bool,
+    pub exit_code: i32,
+    pub duration_ms: u64,
+    pub files: usize,
+    pub bytes: u64,
+    pub artifacts: Vec<ReportEntry>,
+}
+
+impl Report {
+    pub fn new(plan: &Plan, outcomes: &[Outcome], exit_code: i32, duration_ms: u64) -> Self {
+        let artifacts: Vec<ReportEntry> = plan
+            .artifacts
+            .iter()
+            .zip(outcomes)
+            .map(|(a, o)| ReportEntry {
+                uri: a.shown.clone(),
+                kind: a.kind,
+                destination: match &a.target {
+                    crate::plan::Target::Fetch { path, .. } => Some(path.clone()),
+                    crate::plan::Target::Local { path } => Some(path.clone()),
+                },
+                status: o.status,
+                bytes: o.bytes,
+                sha256: o.sha256.clone(),
+                attempts: o.attempts,
+                duration_ms: o.duration.as_millis() as u64,
+                error: o.failure.as_ref().map(|f| crate::redact::scrub(&f.message)),
+            })
+            .collect();
+        Report {
+            version: 1,
+            ok: exit_code == 0,
+            exit_code,
+            duration_ms,
+            files: artifacts.len(),
+            bytes: artifacts.iter().map(|a| a.bytes).sum(),
+            artifacts,
+        }
+    }
+}
+
+/// The termination message: which URIs failed and why, cut to 4 KiB on a char boundary.
+pub fn termination_text(headline: &str, failures: &[String]) -> String {
+    let mut out = format!("spark-localizer: {headline}\n");
+    for (i, f) in failures.iter().enumerate() {
+        let line = format!("- {}\n", crate::redact::scrub(f));
+        if out.len() + line.len() > TERMINATION_LIMIT {
+            let more = format!("… and {} more (see the report)\n", failures.len() - i);
+            if out.len() + more.len() <= TERMINATION_LIMIT {
+                out.push_str(&more);
+            } else {
+                truncate_at(&mut out, TERMINATION_LIMIT);
+            }
+            return out;
+        }
+        out.push_str(&line);
+    }
+    truncate_at(&mut out, TERMINATION_LIMIT);
+    out
+}
+
+fn truncate_at(s: &mut String, limit: usize) {
+    if s.len() > limit {
+        let mut cut = limit;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+}
+
+/// Writes the termination message in place: the kubelet mounted that file, so it
+/// is opened and truncated, never renamed onto.
+pub fn write_termination_log(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(snippet: &str, existing: Option<&str>) -> String {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("{snippet}\nprintf %s \"$SPARK_CLASSPATH\""))
+            .env_remove("SPARK_CLASSPATH");
+        if let Some(v) = existing {
+            cmd.env("SPARK_CLASSPATH", v);
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    }
+
+    #[test]
+    fn env_file_prepends_and_quotes_anything() {
+        let weird = PathBuf::from("/d/it's a \"jar\" $HOME `x` \\n.jar");
+        let entries = vec![PathBuf::from("/d/a.jar"), weird.clone()];
+        let text = env_text(&entries);
+        let want = format!("/d/a.jar:{}", weird.display());
+        assert_eq!(sh(&text, None), want);
+        assert_eq!(sh(&text, Some("/opt/x/*")), format!("{want}:/opt/x/*"));
+        assert_eq!(sh(&text, Some("")), want);
+    }
+
+    #[test]
+    fn empty_env_file_keeps_classpath() {
+        assert_eq!(sh(&env_text(&[]), Some("/opt/x/*")), "/opt/x/*");
+        assert_eq!(classpath_text(&[]), "");
+    }
+
+    #[test]
+    fn termination_text_is_bounded() {
+        let failures: Vec<String> = (0..500)
+            .map(|i| format!("https://h/{i}.jar: HTTP 404 — é"))
+            .collect();
+        let t = termination_text("3 of 500 failed", &failures);
+        assert!(t.len() <= TERMINATION_LIMIT);
+        assert!(t.contains("more (see the report)"));
+    }
+}

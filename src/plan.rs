@@ -1,0 +1,363 @@
+//! Turns declared URIs into a validated plan: where every artifact goes, under
+//! which name, with which pin. Every problem is found here, before any network
+//! traffic, and all of them are reported at once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use url::Url;
+
+use crate::config::{Declared, Origin, Settings};
+use crate::redact::{redact_url, register_url_secrets};
+use crate::source::Scheme;
+
+/// Prefix reserved for spark-localizer's own temp and state files.
+pub const RESERVED_PREFIX: &str = ".spark-localizer";
+
+/// Whether an artifact goes on the classpath (a jar) or only into the files dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Jar,
+    File,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Jar => "jar",
+            Kind::File => "file",
+        })
+    }
+}
+
+/// Where an artifact ends up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Fetched into `dir` as `dir/name`.
+    Fetch { dir: PathBuf, path: PathBuf },
+    /// `local://`: already in the image at `path`; not fetched.
+    Local { path: PathBuf },
+}
+
+/// One artifact of the plan.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub kind: Kind,
+    /// The URI to fetch (fragment removed; userinfo kept for the source to use).
+    pub uri: Url,
+    /// The URI as it may be shown: secrets redacted.
+    pub shown: String,
+    pub scheme: Scheme,
+    /// Destination file name (`#alias` or the last path segment).
+    pub name: String,
+    pub target: Target,
+    /// The pinned sha256, if any.
+    pub pin: Option<[u8; 32]>,
+    pub origin: Origin,
+}
+
+impl Artifact {
+    /// The final path, for fetched artifacts.
+    pub fn dest(&self) -> Option<&std::path::Path> {
+        match &self.target {
+            Target::Fetch { path, .. } => Some(path),
+            Target::Local { .. } => None,
+        }
+    }
+}
+
+/// The validated plan, in declared order (jars first, then files).
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub artifacts: Vec<Artifact>,
+}
+
+impl Plan {
+    /// Absolute classpath entries in declared order (fetched jars and `local://` jars).
+    pub fn classpath(&self) -> Vec<PathBuf> {
+        self.artifacts
+            .iter()
+            .filter(|a| a.kind == Kind::Jar)
+            .map(|a| match &a.target {
+                Target::Fetch { path, .. } | Target::Local { path } => path.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Every problem found in the declared inputs.
+#[derive(Debug)]
+pub struct PlanError {
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            f.write_str(p)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Names spark-localizer writes itself next to the jars, which artifacts may not take.
+fn reserved_names(settings: &Settings) -> Vec<(PathBuf, String)> {
+    [
+        &settings.classpath_file,
+        &settings.env_file,
+        &settings.report,
+    ]
+    .iter()
+    .filter_map(|p| Some((p.parent()?.to_owned(), p.file_name()?.to_str()?.to_owned())))
+    .collect()
+}
+
+/// Builds the plan from resolved settings.
+pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
+    let mut problems = Vec::new();
+    let mut artifacts: Vec<Artifact> = Vec::new();
+    let lists = [
+        (Kind::Jar, &settings.jars, &settings.jars_dir.value),
+        (Kind::File, &settings.files, &settings.files_dir.value),
+    ];
+    for (kind, declared, dir) in lists {
+        for d in declared {
+            match artifact(kind, d, dir) {
+                Ok(mut a) => {
+                    if let Some(pins) = &settings.checksums {
+                        a.pin = pins.value.lookup(&d.uri, &a.name);
+                    }
+                    artifacts.push(a);
+                }
+                Err(reason) => problems.push(format!("invalid {}: {reason}", d.origin)),
+            }
+        }
+    }
+
+    let reserved = reserved_names(settings);
+    let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
+    for a in &artifacts {
+        let Target::Fetch { dir, path } = &a.target else {
+            continue;
+        };
+        if reserved.iter().any(|(d, n)| d == dir && *n == a.name) {
+            problems.push(format!(
+                "invalid {}: {} would overwrite spark-localizer's own output {}; rename it with #alias",
+                a.origin,
+                a.shown,
+                path.display()
+            ));
+        }
+        if let Some(first) = seen.get(path) {
+            problems.push(format!(
+                "invalid {}: {} and {} both go to {}; give one a different name with #alias (e.g. {}#other-{})",
+                a.origin,
+                first.shown,
+                a.shown,
+                path.display(),
+                a.shown,
+                a.name
+            ));
+        } else {
+            seen.insert(path.clone(), a);
+        }
+    }
+    if problems.is_empty() {
+        Ok(Plan { artifacts })
+    } else {
+        Err(PlanError { problems })
+    }
+}
+
+/// Validates one declared URI; the error names the (redacted) URI and what to do.
+fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact, String> {
+    let raw = d.uri.as_str();
+    register_url_secrets(raw);
+    let shown = redact_url(raw);
+    let Some((scheme_text, _)) = raw.split_once("://") else {
+        return Err(format!(
+            "{shown} has no scheme; write file:///path to copy a local file or local:///path for one already in the image (supported: {})",
+            Scheme::supported_list()
+        ));
+    };
+    let scheme = Scheme::parse(scheme_text).ok_or_else(|| {
+        format!(
+            "unsupported scheme '{scheme_text}' in {shown} (supported: {})",
+            Scheme::supported_list()
+        )
+    })?;
+    let mut uri = Url::parse(raw).map_err(|e| format!("{shown} is not a valid URI: {e}"))?;
+    let alias = uri.fragment().map(|f| {
+        percent_encoding::percent_decode_str(f)
+            .decode_utf8_lossy()
+            .into_owned()
+    });
+    uri.set_fragment(None);
+
+    match scheme {
+        Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
+            return Err(format!("{shown} has no host"));
+        }
+        Scheme::File
+            if uri
+                .host_str()
+                .is_some_and(|h| !h.is_empty() && h != "localhost") =>
+        {
+            return Err(format!(
+                "{shown} names host '{}'; file:// URIs must be local (file:///path)",
+                uri.host_str().unwrap_or_default()
+            ));
+        }
+        _ => {}
+    }
+    let path = uri.path();
+    if path.ends_with('/') {
+        return Err(format!(
+            "{shown} ends in '/', which names a directory; name a file"
+        ));
+    }
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let last = percent_encoding::percent_decode_str(last)
+        .decode_utf8_lossy()
+        .into_owned();
+    let (name, from_alias) = match alias {
+        Some(a) => (a, true),
+        None => (last, false),
+    };
+    check_name(&name).map_err(|why| {
+        if from_alias {
+            format!("alias '#{}' of {shown} {why}", name.escape_debug())
+        } else {
+            format!(
+                "{shown}: file name '{}' {why}; rename it with #alias",
+                name.escape_debug()
+            )
+        }
+    })?;
+
+    let target = if scheme == Scheme::Local {
+        let p = percent_encoding::percent_decode_str(path)
+            .decode_utf8_lossy()
+            .into_owned();
+        if uri.host_str().is_some_and(|h| !h.is_empty()) {
+            return Err(format!(
+                "{shown} has a host; write local:///absolute/path (three slashes)"
+            ));
+        }
+        Target::Local {
+            path: PathBuf::from(p),
+        }
+    } else {
+        Target::Fetch {
+            dir: dir.to_owned(),
+            path: dir.join(&name),
+        }
+    };
+    Ok(Artifact {
+        kind,
+        uri,
+        shown,
+        scheme,
+        name,
+        target,
+        pin: None,
+        origin: d.origin.clone(),
+    })
+}
+
+/// A destination name must be one plain path component.
+pub fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name == "." || name == ".." {
+        return Err("would leave the destination directory");
+    }
+    if name.contains('/') || name.contains('\\') {
+        return Err("contains a path separator");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains control characters");
+    }
+    if name.len() > 255 {
+        return Err("is longer than 255 bytes");
+    }
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err("starts with .spark-localizer, which is reserved");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(uri: &str) -> Result<Artifact, String> {
+        let d = Declared {
+            uri: uri.to_owned(),
+            origin: Origin::Flag("jars"),
+        };
+        artifact(Kind::Jar, &d, std::path::Path::new("/d"))
+    }
+
+    #[test]
+    fn names_and_aliases() {
+        let cases: &[(&str, Result<&str, &str>)] = &[
+            ("https://h/a/b.jar", Ok("b.jar")),
+            ("https://h/a/b.jar#c.jar", Ok("c.jar")),
+            ("https://h/a/b%20c.jar", Ok("b c.jar")),
+            ("https://h/a/b.jar?x=1", Ok("b.jar")),
+            ("file:///tmp/x.jar", Ok("x.jar")),
+            ("local:///opt/x.jar", Ok("x.jar")),
+            ("https://h/a/b.jar#..", Err("would leave")),
+            ("https://h/a/b.jar#../x", Err("path separator")),
+            ("https://h/a/b.jar#a/b", Err("path separator")),
+            ("https://h/a/b.jar#", Err("is empty")),
+            ("https://h/a/b.jar#a%0Ab", Err("control")),
+            ("https://h/a/%2E%2E", Err("would leave")),
+            ("https://h/a/dir/", Err("ends in '/'")),
+            ("https://h", Err("ends in '/'")),
+            ("ftp://h/a.jar", Err("unsupported scheme 'ftp'")),
+            ("/opt/x.jar", Err("no scheme")),
+            ("https://h/a.jar#.spark-localizer.x", Err("reserved")),
+            ("file://otherhost/x.jar", Err("must be local")),
+        ];
+        for (uri, want) in cases {
+            match (one(uri), want) {
+                (Ok(a), Ok(name)) => assert_eq!(&a.name, name, "{uri}"),
+                (Err(e), Err(part)) => assert!(e.contains(part), "{uri}: {e}"),
+                (got, want) => panic!("{uri}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_scheme_lists_supported() {
+        let e = one("ftp://x/a.jar").unwrap_err();
+        assert!(e.contains("http, https, file, local"), "{e}");
+    }
+
+    #[test]
+    fn local_keeps_its_path() {
+        let a = one("local:///opt/spark/jars/x.jar").unwrap();
+        assert_eq!(
+            a.target,
+            Target::Local {
+                path: "/opt/spark/jars/x.jar".into()
+            }
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_errors() {
+        let e = one("ftp://user:hunter22@h/a.jar?sig=abcdef").unwrap_err();
+        assert!(!e.contains("hunter22") && !e.contains("abcdef"), "{e}");
+    }
+}

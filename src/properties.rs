@@ -1,0 +1,551 @@
+//! Java `.properties` files, read with the rules of `java.util.Properties.load`.
+//!
+//! Spark reads `spark-defaults.conf` and the `spark.properties` file it mounts
+//! into driver pods with `Properties.load`, so this module follows the same
+//! rules: `=`, `:` or whitespace separators, backslash escapes (including
+//! `\uXXXX`), line continuation with a trailing backslash, `#`/`!` comment
+//! lines and any line ending (`\n`, `\r\n`, `\r`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Key/value pairs of one properties file.
+///
+/// A key that appears more than once keeps its last value, at the position
+/// of its first appearance (as if inserted into an ordered map).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Properties {
+    entries: Vec<(String, String)>,
+    index: HashMap<String, usize>,
+    path: Option<PathBuf>,
+}
+
+/// Why a properties file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum PropertiesError {
+    /// The file could not be read.
+    #[error(
+        "cannot read properties file {}; check the path and that the ConfigMap/Secret is mounted",
+        path.display()
+    )]
+    Read {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `\uXXXX` escape is not followed by four hex digits.
+    #[error("invalid properties file {path}, line {line}: {message}")]
+    Malformed {
+        /// The file, or `<input>` for text given to [`Properties::parse`].
+        path: String,
+        /// 1-based line number of the bad escape.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A character of a logical line and the 1-based natural line it came from.
+type Located = (char, usize);
+
+impl Properties {
+    /// Parses properties text with the rules of `java.util.Properties.load`.
+    ///
+    /// Fails only on a malformed `\uXXXX` escape; the error names `<input>`
+    /// and the line.
+    pub fn parse(text: &str) -> Result<Properties, PropertiesError> {
+        parse_with_origin(text, "<input>")
+    }
+
+    /// Reads and parses the properties file at `path` (UTF-8, as Spark reads
+    /// it; invalid bytes become U+FFFD and a leading byte-order mark is
+    /// skipped).
+    pub fn load(path: &Path) -> Result<Properties, PropertiesError> {
+        let bytes = std::fs::read(path).map_err(|source| PropertiesError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let mut properties = parse_with_origin(text, &path.display().to_string())?;
+        properties.path = Some(path.to_path_buf());
+        Ok(properties)
+    }
+
+    /// Returns the value of `key` (the last one when the key repeats).
+    ///
+    /// Values are exactly what Java loads, trailing whitespace included;
+    /// Spark itself trims them when it reads `spark-defaults.conf`, so
+    /// callers mirroring Spark should `trim()` the result.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.index.get(key).map(|&i| self.entries[i].1.as_str())
+    }
+
+    /// Iterates over `(key, value)` pairs in file order, each key once.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The file these properties were loaded from, if they came from a file.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Number of distinct keys.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no keys at all.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn insert(&mut self, key: String, value: String) {
+        match self.index.get(&key) {
+            Some(&i) => self.entries[i].1 = value,
+            None => {
+                self.index.insert(key.clone(), self.entries.len());
+                self.entries.push((key, value));
+            }
+        }
+    }
+}
+
+fn parse_with_origin(text: &str, origin: &str) -> Result<Properties, PropertiesError> {
+    let mut properties = Properties::default();
+    for line in logical_lines(text) {
+        let (key, value) = split_key_value(&line);
+        let malformed = |(line, message)| PropertiesError::Malformed {
+            path: origin.to_string(),
+            line,
+            message,
+        };
+        let key = unescape(key).map_err(malformed)?;
+        let value = unescape(value).map_err(malformed)?;
+        properties.insert(key, value);
+    }
+    Ok(properties)
+}
+
+/// Whitespace as `Properties.load` sees it (not newlines: they end lines).
+fn is_blank(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\u{c}')
+}
+
+/// Splits text into natural lines at `\r\n`, `\r` or `\n`, numbered from 1.
+fn natural_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match current.find(['\r', '\n']) {
+            Some(i) => {
+                let after = if current[i..].starts_with("\r\n") {
+                    i + 2
+                } else {
+                    i + 1
+                };
+                rest = Some(&current[after..]);
+                Some(&current[..i])
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
+    .enumerate()
+    .map(|(i, line)| (i + 1, line))
+}
+
+/// Joins natural lines into logical lines: drops blank and comment lines,
+/// leading whitespace, and the backslash of continued lines.
+fn logical_lines(text: &str) -> Vec<Vec<Located>> {
+    let mut lines = Vec::new();
+    let mut current: Option<Vec<Located>> = None;
+    for (number, natural) in natural_lines(text) {
+        let segment = natural.trim_start_matches(is_blank);
+        let buffer = match current.as_mut() {
+            Some(buffer) => buffer,
+            None => {
+                if segment.is_empty() || segment.starts_with(['#', '!']) {
+                    continue;
+                }
+                current.insert(Vec::new())
+            }
+        };
+        buffer.extend(segment.chars().map(|c| (c, number)));
+        let trailing_backslashes = segment.chars().rev().take_while(|&c| c == '\\').count();
+        if trailing_backslashes % 2 == 1 {
+            buffer.pop();
+        } else if let Some(done) = current.take() {
+            lines.push(done);
+        }
+    }
+    lines.extend(current);
+    lines
+}
+
+/// Finds the key and value (still escaped) of a logical line.
+fn split_key_value(line: &[Located]) -> (&[Located], &[Located]) {
+    let mut key_end = line.len();
+    let mut value_start = line.len();
+    let mut has_separator = false;
+    let mut escaped = false;
+    for (i, &(c, _)) in line.iter().enumerate() {
+        if !escaped && (c == '=' || c == ':') {
+            (key_end, value_start, has_separator) = (i, i + 1, true);
+            break;
+        }
+        if !escaped && is_blank(c) {
+            (key_end, value_start) = (i, i + 1);
+            break;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    while let Some(&(c, _)) = line.get(value_start) {
+        if !is_blank(c) {
+            if has_separator || (c != '=' && c != ':') {
+                break;
+            }
+            has_separator = true;
+        }
+        value_start += 1;
+    }
+    (&line[..key_end], &line[value_start..])
+}
+
+/// Resolves backslash escapes; a bad `\uXXXX` yields its line and a message.
+fn unescape(text: &[Located]) -> Result<String, (usize, String)> {
+    let mut units: Vec<u16> = Vec::with_capacity(text.len());
+    let mut chars = text.iter().copied();
+    let mut scratch = [0u16; 2];
+    while let Some((c, line)) = chars.next() {
+        let resolved = if c != '\\' {
+            c
+        } else {
+            match chars.next() {
+                None => '\\',
+                Some(('t', _)) => '\t',
+                Some(('n', _)) => '\n',
+                Some(('r', _)) => '\r',
+                Some(('f', _)) => '\u{c}',
+                Some(('u', _)) => {
+                    let digits: String = chars.clone().take(4).map(|(c, _)| c).collect();
+                    match u16::from_str_radix(&digits, 16) {
+                        Ok(unit) if digits.len() == 4 && digits.chars().all(|c| c.is_ascii_hexdigit()) => {
+                            chars.nth(3);
+                            units.push(unit);
+                            continue;
+                        }
+                        _ => {
+                            return Err((
+                                line,
+                                format!(
+                                    "malformed \\uXXXX escape \\u{digits}: expected 4 hex digits after \\u"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Some((other, _)) => other,
+            }
+        };
+        units.extend_from_slice(resolved.encode_utf16(&mut scratch));
+    }
+    Ok(String::from_utf16_lossy(&units))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(text: &str) -> Vec<(String, String)> {
+        Properties::parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn check(cases: &[(&str, &[(&str, &str)])]) {
+        for (text, expected) in cases {
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(pairs(text), expected, "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn separators() {
+        check(&[
+            ("a=b", &[("a", "b")]),
+            ("a:b", &[("a", "b")]),
+            ("a b", &[("a", "b")]),
+            ("a\tb", &[("a", "b")]),
+            ("a\u{c}b", &[("a", "b")]),
+            ("a = b", &[("a", "b")]),
+            ("a   :   b", &[("a", "b")]),
+            ("a==b", &[("a", "=b")]),
+            ("a=:b", &[("a", ":b")]),
+            ("a = = b", &[("a", "= b")]),
+            ("a  b c ", &[("a", "b c ")]),
+            ("a=b=c", &[("a", "b=c")]),
+            ("url=http://h:80/p", &[("url", "http://h:80/p")]),
+            ("  indented=yes", &[("indented", "yes")]),
+            ("\t\u{c} k v", &[("k", "v")]),
+        ]);
+    }
+
+    #[test]
+    fn keys_without_values() {
+        check(&[
+            ("lonely", &[("lonely", "")]),
+            ("lonely=", &[("lonely", "")]),
+            ("lonely:", &[("lonely", "")]),
+            ("lonely   ", &[("lonely", "")]),
+            ("lonely = ", &[("lonely", "")]),
+            ("=value", &[("", "value")]),
+            (":value", &[("", "value")]),
+        ]);
+    }
+
+    #[test]
+    fn escapes() {
+        check(&[
+            (r"k=a\tb", &[("k", "a\tb")]),
+            (r"k=a\nb\rc\fd", &[("k", "a\nb\rc\u{c}d")]),
+            (r"k=\u0041\u00e9\u20AC", &[("k", "Aé€")]),
+            (r"k=\uD83D\uDE00", &[("k", "😀")]),
+            (r"k=\uD83D", &[("k", "\u{fffd}")]),
+            (r"k=a\\b", &[("k", r"a\b")]),
+            (r"k=\q\z", &[("k", "qz")]),
+            (r"k=\#not\!comment", &[("k", "#not!comment")]),
+            (r"k=\ leading", &[("k", " leading")]),
+            (r"a\=b=c", &[("a=b", "c")]),
+            (r"a\:b:c", &[("a:b", "c")]),
+            (r"a\ b c", &[("a b", "c")]),
+            (r"a\\=b", &[(r"a\", "b")]),
+            (r"a\\\=b=c", &[(r"a\=b", "c")]),
+            (r"\#k=v", &[("#k", "v")]),
+            (r"k\u003dx=v", &[("k=x", "v")]),
+            ("k=é ü 😀", &[("k", "é ü 😀")]),
+        ]);
+    }
+
+    #[test]
+    fn comments_and_blank_lines() {
+        check(&[
+            ("# comment\na=b", &[("a", "b")]),
+            ("! comment\na=b", &[("a", "b")]),
+            ("   # indented comment\na=b", &[("a", "b")]),
+            ("#comment \\\na=b", &[("a", "b")]),
+            ("a=b # not a comment", &[("a", "b # not a comment")]),
+            ("a=#b", &[("a", "#b")]),
+            ("\n\n   \n\t\na=b\n\n", &[("a", "b")]),
+            ("", &[]),
+            ("# only\n! comments", &[]),
+        ]);
+    }
+
+    #[test]
+    fn line_endings() {
+        check(&[
+            ("a=1\nb=2", &[("a", "1"), ("b", "2")]),
+            ("a=1\r\nb=2\r\n", &[("a", "1"), ("b", "2")]),
+            ("a=1\rb=2\r", &[("a", "1"), ("b", "2")]),
+            ("a=1\r\n\r\nb=2", &[("a", "1"), ("b", "2")]),
+            ("a=1\n\rb=2", &[("a", "1"), ("b", "2")]),
+        ]);
+    }
+
+    #[test]
+    fn continuation_lines() {
+        check(&[
+            ("k=a,\\\n    b,\\\n    c", &[("k", "a,b,c")]),
+            ("k=a\\\r\n  b", &[("k", "ab")]),
+            ("k=a\\\r  b", &[("k", "ab")]),
+            ("k=a\\\\\nb=c", &[("k", r"a\"), ("b", "c")]),
+            ("k=a\\\\\\\n b", &[("k", r"a\b")]),
+            ("k=a\\\n# not a comment", &[("k", "a# not a comment")]),
+            ("k=a\\\n\nb=c", &[("k", "a"), ("b", "c")]),
+            ("k=a\\\n   \nb=c", &[("k", "a"), ("b", "c")]),
+            ("k=a\\", &[("k", "a")]),
+            ("k=a\\\n", &[("k", "a")]),
+            ("ke\\\n  y=v", &[("key", "v")]),
+            ("k\\\n =v", &[("k", "v")]),
+            ("\\\nk=v", &[("k", "v")]),
+        ]);
+    }
+
+    #[test]
+    fn last_occurrence_wins() {
+        let p = Properties::parse("a=1\nb=2\na=3\n").unwrap();
+        assert_eq!(p.get("a"), Some("3"));
+        assert_eq!(p.get("b"), Some("2"));
+        assert_eq!(p.get("c"), None);
+        assert_eq!(p.iter().collect::<Vec<_>>(), vec![("a", "3"), ("b", "2")]);
+        assert_eq!(p.len(), 2);
+        assert!(!p.is_empty());
+        assert!(p.path().is_none());
+    }
+
+    #[test]
+    fn malformed_unicode_escape_reports_line() {
+        for (text, line) in [
+            ("a=1\nb=\\u12G4", 2),
+            ("a=\\u12", 1),
+            ("\n\na=ok\\\n  \\uZZ", 4),
+            ("\\u00=x", 1),
+            ("a=\\u+123", 1),
+        ] {
+            match Properties::parse(text) {
+                Err(PropertiesError::Malformed {
+                    path,
+                    line: l,
+                    message,
+                }) => {
+                    assert_eq!(path, "<input>");
+                    assert_eq!(l, line, "{text:?}");
+                    assert!(message.contains("\\uXXXX"), "{message}");
+                }
+                other => panic!("{text:?}: expected Malformed, got {other:?}"),
+            }
+        }
+        let err = Properties::parse("x=\\u").unwrap_err().to_string();
+        assert!(
+            err.starts_with("invalid properties file <input>, line 1:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn spark_properties_written_by_spark_on_kubernetes() {
+        let text = "#Java properties built from Kubernetes config map with name: spark-drv-8f2a1c8b3e5d4f6a-conf-map\r\n\
+#Mon Jan 15 10:23:45 UTC 2024\r\n\
+spark.driver.port=7078\r\n\
+spark.kubernetes.executor.podNamePrefix=spark-pi-8f2a1c8b3e5d4f6a\r\n\
+spark.master=k8s\\://https\\://kubernetes.default.svc\\:443\r\n\
+spark.jars=https\\://repo1.maven.org/maven2/org/apache/spark/spark-avro_2.12/3.5.0/spark-avro_2.12-3.5.0.jar,local\\:///opt/spark/examples/jars/spark-examples_2.12-3.5.0.jar\r\n\
+spark.files=s3a\\://bucket/conf/app.conf\\#app.conf\r\n\
+spark.kubernetes.mountdependencies.mountTimeout=300s\r\n\
+spark.driver.extraJavaOptions=-Dfoo\\=bar -XX\\:+UseG1GC\r\n\
+spark.app.name=Spark Pi \\u00e9t\\u00e9\r\n\
+spark.kubernetes.driver.label.team=\\ data\r\n";
+        let p = Properties::parse(text).unwrap();
+        assert_eq!(
+            p.get("spark.master"),
+            Some("k8s://https://kubernetes.default.svc:443")
+        );
+        assert_eq!(
+            p.get("spark.jars"),
+            Some("https://repo1.maven.org/maven2/org/apache/spark/spark-avro_2.12/3.5.0/spark-avro_2.12-3.5.0.jar,local:///opt/spark/examples/jars/spark-examples_2.12-3.5.0.jar")
+        );
+        assert_eq!(
+            p.get("spark.files"),
+            Some("s3a://bucket/conf/app.conf#app.conf")
+        );
+        assert_eq!(
+            p.get("spark.kubernetes.mountdependencies.mountTimeout"),
+            Some("300s")
+        );
+        assert_eq!(
+            p.get("spark.driver.extraJavaOptions"),
+            Some("-Dfoo=bar -XX:+UseG1GC")
+        );
+        assert_eq!(p.get("spark.app.name"), Some("Spark Pi été"));
+        assert_eq!(p.get("spark.kubernetes.driver.label.team"), Some(" data"));
+        assert_eq!(p.len(), 9);
+        assert_eq!(p.iter().next(), Some(("spark.driver.port", "7078")));
+    }
+
+    #[test]
+    fn spark_defaults_conf_with_whitespace_separators() {
+        let text = "\
+# Default system properties included when running spark-submit.
+# This is useful for setting default environmental settings.
+
+# Example:
+spark.master                     spark://master:7077
+spark.eventLog.enabled           true
+spark.eventLog.dir               hdfs://namenode:8021/directory
+spark.serializer                 org.apache.spark.serializer.KryoSerializer
+spark.driver.memory              5g
+spark.executor.extraJavaOptions  -XX:+PrintGCDetails -Dkey=value -Dnumbers=\"one two three\"
+spark.jars                       https://repo.example.com/a.jar,\\
+                                 https://repo.example.com/b.jar
+\tspark.files\tfile:///etc/app.conf   
+";
+        let p = Properties::parse(text).unwrap();
+        let expected = [
+            ("spark.master", "spark://master:7077"),
+            ("spark.eventLog.enabled", "true"),
+            ("spark.eventLog.dir", "hdfs://namenode:8021/directory"),
+            (
+                "spark.serializer",
+                "org.apache.spark.serializer.KryoSerializer",
+            ),
+            ("spark.driver.memory", "5g"),
+            (
+                "spark.executor.extraJavaOptions",
+                "-XX:+PrintGCDetails -Dkey=value -Dnumbers=\"one two three\"",
+            ),
+            (
+                "spark.jars",
+                "https://repo.example.com/a.jar,https://repo.example.com/b.jar",
+            ),
+            ("spark.files", "file:///etc/app.conf   "),
+        ];
+        assert_eq!(p.iter().collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn load_reads_files_and_names_unreadable_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("spark.properties");
+        std::fs::write(&file, b"\xef\xbb\xbfa=1\nb=\xff\n").unwrap();
+        let p = Properties::load(&file).unwrap();
+        assert_eq!(p.get("a"), Some("1"));
+        assert_eq!(p.get("b"), Some("\u{fffd}"));
+        assert_eq!(p.path(), Some(file.as_path()));
+
+        std::fs::write(&file, "a=\\u00\n").unwrap();
+        let err = Properties::load(&file).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        assert!(err.contains("line 1"), "{err}");
+
+        let missing = dir.path().join("missing.properties");
+        let err = Properties::load(&missing).unwrap_err();
+        assert!(matches!(err, PropertiesError::Read { .. }));
+        assert!(std::error::Error::source(&err).is_some());
+        let message = err.to_string();
+        assert!(
+            message.contains(&missing.display().to_string()),
+            "{message}"
+        );
+        assert!(message.contains("ConfigMap/Secret is mounted"), "{message}");
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        let pieces = [
+            "", "\\", "\\\\", "\\u", "\\u1", "\\uFFFF", "\\uD800", "=", ":", " ", "\t", "\r", "\n",
+            "\r\n", "#", "!", "é", "😀", "k", "v", "\u{c}", "\0", "\u{feff}",
+        ];
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5000 {
+            let mut text = String::new();
+            for _ in 0..(rng % 12) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
+            }
+            let _ = Properties::parse(&text);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `file://` source: copies a file readable by the init container (useful locally).
+
+use std::io::{ErrorKind, SeekFrom};
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use url::Url;
+
+use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+
+/// Size of each read from a local file.
+const CHUNK: usize = 256 * 1024;
+
+/// Reads local files named by `file://` URIs.
+pub struct FileSource;
+
+fn path_of(uri: &Url) -> Result<PathBuf, SourceError> {
+    uri.to_file_path().map_err(|()| {
+        SourceError::new(
+            FaultKind::Refused,
+            format!("{uri} is not a local absolute path"),
+        )
+    })
+}
+
+fn io_error(path: &std::path::Path, err: std::io::Error) -> SourceError {
+    let kind = match err.kind() {
+        ErrorKind::NotFound => FaultKind::NotFound,
+        ErrorKind::PermissionDenied => FaultKind::Auth,
+        _ => FaultKind::LocalIo,
+    };
+    SourceError::new(kind, format!("cannot read {}", path.display())).with_source(err)
+}
+
+async fn meta(path: &std::path::Path) -> Result<Meta, SourceError> {
+    let md = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| io_error(path, e))?;
+    if !md.is_file() {
+        return Err(SourceError::new(
+            FaultKind::Refused,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(Meta {
+        size: Some(md.len()),
+        validator: None,
+        ranges: true,
+    })
+}
+
+#[async_trait]
+impl Source for FileSource {
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
+        let path = path_of(uri)?;
+        let meta = meta(&path).await?;
+        let mut file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| io_error(&path, e))?;
+        if req.offset > 0 {
+            file.seek(SeekFrom::Start(req.offset))
+                .await
+                .map_err(|e| io_error(&path, e))?;
+        }
+        let stream = futures_util::stream::unfold(
+            (file, path, vec![0u8; CHUNK]),
+            |(mut file, path, mut buf)| async move {
+                match file.read(&mut buf).await {
+                    Ok(0) => None,
+                    Ok(n) => Some((
+                        Ok(bytes::Bytes::copy_from_slice(&buf[..n])),
+                        (file, path, buf),
+                    )),
+                    Err(e) => {
+                        let err = io_error(&path, e);
+                        Some((Err(err), (file, path, buf)))
+                    }
+                }
+            },
+        );
+        Ok(Body {
+            meta,
+            offset: req.offset,
+            stream: stream.boxed(),
+        })
+    }
+
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
+        let path = path_of(uri)?;
+        Ok(Probe {
+            meta: meta(&path).await?,
+            status: "readable".into(),
+            redirected_to: None,
+        })
+    }
+}

@@ -1,0 +1,448 @@
+//! `http://` and `https://` source on one shared reqwest client (rustls).
+//!
+//! Redirects are followed here, not by reqwest, so that credentials (URL
+//! userinfo and `--http-header-file` headers) are only ever sent to the URI's
+//! own origin, and so `check` can show where a URI really leads.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures_util::StreamExt;
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, Response, StatusCode};
+use url::{Origin, Url};
+
+use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+use crate::redact::{redact_url, register_secret};
+
+/// Redirects followed before giving up.
+const MAX_REDIRECTS: usize = 10;
+
+/// Why the HTTP client could not be set up (a configuration error).
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    #[error("cannot read CA certificate file {path}; check the path (from {origin})")]
+    CaRead {
+        path: PathBuf,
+        origin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("CA certificate file {path} holds no PEM certificate (from {origin})")]
+    CaEmpty { path: PathBuf, origin: String },
+    #[error(
+        "cannot read --http-header-file {path}; check the path and that the Secret is mounted"
+    )]
+    HeaderRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid --http-header-file {path} line {line}: {reason} (expected `Name: value`)")]
+    HeaderSyntax {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
+    #[error("cannot set up TLS")]
+    Tls(#[source] rustls::Error),
+}
+
+/// A CA bundle to trust, and where it was named (for error messages and `check`).
+#[derive(Debug, Clone)]
+pub struct CaFile {
+    pub path: PathBuf,
+    pub origin: String,
+}
+
+/// Settings of the HTTP source.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub ca_files: Vec<CaFile>,
+    pub connect_timeout: Duration,
+    /// Idle connections kept per host (the engine's parallelism).
+    pub pool_size: usize,
+    /// Extra request headers (values are secrets).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Reads `Name: value` lines (`#` comments, blank lines ignored); registers values as secrets.
+pub fn load_header_file(path: &Path) -> Result<Vec<(HeaderName, HeaderValue)>, HttpSetupError> {
+    let text = std::fs::read_to_string(path).map_err(|source| HttpSetupError::HeaderRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut headers = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let syntax = |reason: &str| HttpSetupError::HeaderSyntax {
+            path: path.to_owned(),
+            line: i + 1,
+            reason: reason.to_owned(),
+        };
+        let (name, value) = line.split_once(':').ok_or_else(|| syntax("no `:`"))?;
+        let value = value.trim();
+        register_secret(value);
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| syntax("invalid header name"))?;
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| syntax("invalid characters in the value"))?;
+        value.set_sensitive(true);
+        headers.push((name, value));
+    }
+    Ok(headers)
+}
+
+/// The trust anchors: Mozilla's bundled roots (no system store needed, so an empty
+/// chroot works), the system store when there is one, and every `--ca-cert`/SSL_CERT_FILE.
+fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupError> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    // The system store is a bonus: images without one are fine.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    for ca in ca_files {
+        use rustls_pki_types::pem::PemObject;
+        let data = std::fs::read(&ca.path).map_err(|source| HttpSetupError::CaRead {
+            path: ca.path.clone(),
+            origin: ca.origin.clone(),
+            source,
+        })?;
+        let mut added = 0;
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
+            if roots.add(cert).is_ok() {
+                added += 1;
+            }
+        }
+        if added == 0 {
+            return Err(HttpSetupError::CaEmpty {
+                path: ca.path.clone(),
+                origin: ca.origin.clone(),
+            });
+        }
+    }
+    Ok(roots)
+}
+
+/// Fetches over HTTP(S) with connection reuse, HTTP/2 when offered (ALPN), proxies
+/// from `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY`, and origin-scoped credentials.
+pub struct HttpSource {
+    client: reqwest::Client,
+    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
+}
+
+impl HttpSource {
+    pub fn new(config: &HttpConfig) -> Result<Self, HttpSetupError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(HttpSetupError::Tls)?
+            .with_root_certificates(root_store(&config.ca_files)?)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let client = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.connect_timeout)
+            .pool_max_idle_per_host(config.pool_size)
+            .tcp_nodelay(true)
+            .http2_adaptive_window(true)
+            .user_agent(concat!("spark-localizer/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(HttpSetupError::Client)?;
+        Ok(HttpSource {
+            client,
+            headers: Arc::new(config.headers.clone()),
+        })
+    }
+
+    /// Sends `method` to `uri`, following redirects; credentials only to the first origin.
+    async fn send(
+        &self,
+        method: Method,
+        uri: &Url,
+        extra: &HeaderMap,
+    ) -> Result<(Response, Option<Url>), SourceError> {
+        let (start, basic) = split_userinfo(uri);
+        let origin = start.origin();
+        let mut current = start.clone();
+        let mut seen = HashSet::new();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = self.client.request(method.clone(), current.clone());
+            request = request.headers(extra.clone());
+            if same_origin(&current.origin(), &origin) {
+                for (name, value) in self.headers.iter() {
+                    request = request.header(name, value);
+                }
+                if let Some(basic) = &basic {
+                    request = request.header(header::AUTHORIZATION, basic.clone());
+                }
+            }
+            let response = request.send().await.map_err(|e| transport_error(uri, e))?;
+            if !response.status().is_redirection() {
+                let moved = (current != start).then_some(current);
+                return Ok((response, moved));
+            }
+            let Some(next) = response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| current.join(l).ok())
+            else {
+                return Err(SourceError::new(
+                    FaultKind::Refused,
+                    format!(
+                        "{} answered {} without a usable Location",
+                        redact_url(uri.as_str()),
+                        response.status()
+                    ),
+                ));
+            };
+            if !seen.insert(next.clone()) {
+                return Err(SourceError::new(
+                    FaultKind::Refused,
+                    format!(
+                        "{}: redirect loop at {}",
+                        redact_url(uri.as_str()),
+                        redact_url(next.as_str())
+                    ),
+                ));
+            }
+            current = next;
+        }
+        Err(SourceError::new(
+            FaultKind::Refused,
+            format!(
+                "{}: more than {MAX_REDIRECTS} redirects (last: {})",
+                redact_url(uri.as_str()),
+                redact_url(current.as_str())
+            ),
+        ))
+    }
+}
+
+#[async_trait]
+impl Source for HttpSource {
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
+        let mut extra = HeaderMap::new();
+        if req.offset > 0 {
+            extra.insert(
+                header::RANGE,
+                HeaderValue::from_str(&format!("bytes={}-", req.offset)).expect("ascii"),
+            );
+            if let Some(v) = req
+                .validator
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                extra.insert(header::IF_RANGE, v);
+            }
+        }
+        let (mut response, _) = self.send(Method::GET, uri, &extra).await?;
+        if response.status() == StatusCode::RANGE_NOT_SATISFIABLE && req.offset > 0 {
+            // What we hold is not a prefix of what is there now: start over.
+            (response, _) = self.send(Method::GET, uri, &HeaderMap::new()).await?;
+        }
+        let status = response.status();
+        let mut meta = meta_of(&response);
+        let offset = match status {
+            StatusCode::OK => 0,
+            StatusCode::PARTIAL_CONTENT => {
+                let (start, total) = content_range(&response).ok_or_else(|| {
+                    SourceError::new(
+                        FaultKind::Refused,
+                        format!(
+                            "{} answered 206 without a valid Content-Range",
+                            redact_url(uri.as_str())
+                        ),
+                    )
+                })?;
+                if start != req.offset {
+                    return Err(SourceError::new(
+                        FaultKind::Refused,
+                        format!(
+                            "{} answered range from {start}, asked from {}",
+                            redact_url(uri.as_str()),
+                            req.offset
+                        ),
+                    ));
+                }
+                meta.size = total;
+                meta.ranges = true;
+                start
+            }
+            _ => return Err(status_error(uri, status)),
+        };
+        let shown = redact_url(uri.as_str());
+        let stream = response
+            .bytes_stream()
+            .map(move |chunk| chunk.map_err(|e| transport_error_shown(&shown, e)));
+        Ok(Body {
+            meta,
+            offset,
+            stream: stream.boxed(),
+        })
+    }
+
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
+        let (mut response, mut moved) = self.send(Method::HEAD, uri, &HeaderMap::new()).await?;
+        if matches!(
+            response.status(),
+            StatusCode::FORBIDDEN | StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED
+        ) {
+            // Some servers (and URLs signed for GET only) refuse HEAD: ask for one byte.
+            let mut extra = HeaderMap::new();
+            extra.insert(header::RANGE, HeaderValue::from_static("bytes=0-0"));
+            (response, moved) = self.send(Method::GET, uri, &extra).await?;
+        }
+        let status = response.status();
+        if !status.is_success() {
+            return Err(status_error(uri, status));
+        }
+        let mut meta = meta_of(&response);
+        if status == StatusCode::PARTIAL_CONTENT {
+            meta.size = content_range(&response).and_then(|(_, total)| total);
+            meta.ranges = true;
+        }
+        Ok(Probe {
+            meta,
+            status: status.to_string(),
+            redirected_to: moved.map(|u| redact_url(u.as_str())),
+        })
+    }
+}
+
+/// Splits `user:password@` off a URL into a Basic `Authorization` value.
+fn split_userinfo(uri: &Url) -> (Url, Option<HeaderValue>) {
+    if uri.username().is_empty() && uri.password().is_none() {
+        return (uri.clone(), None);
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let user = decode(uri.username());
+    let password = decode(uri.password().unwrap_or(""));
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    register_secret(&token);
+    let mut value = HeaderValue::from_str(&format!("Basic {token}")).expect("base64 is ascii");
+    value.set_sensitive(true);
+    let mut bare = uri.clone();
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    (bare, Some(value))
+}
+
+fn same_origin(a: &Origin, b: &Origin) -> bool {
+    a == b
+}
+
+fn meta_of(response: &Response) -> Meta {
+    let headers = response.headers();
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    // Only a strong ETag may validate a range (RFC 9110 13.1.5); else Last-Modified.
+    let validator = text(header::ETAG)
+        .filter(|e| !e.starts_with("W/"))
+        .or_else(|| text(header::LAST_MODIFIED))
+        .map(str::to_owned);
+    Meta {
+        size: response
+            .content_length()
+            .filter(|_| response.status() == StatusCode::OK),
+        validator,
+        ranges: text(header::ACCEPT_RANGES).is_some_and(|v| v.eq_ignore_ascii_case("bytes")),
+    }
+}
+
+/// Parses `Content-Range: bytes START-END/TOTAL` into (START, TOTAL).
+fn content_range(response: &Response) -> Option<(u64, Option<u64>)> {
+    let value = response
+        .headers()
+        .get(header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?;
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (start, _end) = range.split_once('-')?;
+    Some((start.trim().parse().ok()?, total.trim().parse().ok()))
+}
+
+/// Maps a final HTTP status to a fault, with a hint the user can act on.
+fn status_error(uri: &Url, status: StatusCode) -> SourceError {
+    let shown = redact_url(uri.as_str());
+    let message = format!("{shown}: HTTP {status}");
+    match status.as_u16() {
+        404 | 410 => SourceError::new(FaultKind::NotFound, message)
+            .with_hint("check the URI; the server has no such object"),
+        401 | 403 => SourceError::new(FaultKind::Auth, message).with_hint(
+            "the server refused the credentials: check user:password in the URI or the token in --http-header-file",
+        ),
+        // Timeouts, throttling and server errors may pass: retried.
+        408 | 429 | 500..=599 => SourceError::new(FaultKind::Transient, message),
+        _ => SourceError::new(FaultKind::Refused, message),
+    }
+}
+
+fn transport_error(uri: &Url, err: reqwest::Error) -> SourceError {
+    transport_error_shown(&redact_url(uri.as_str()), err)
+}
+
+/// Classifies a transport failure by walking its cause chain: a TLS problem is
+/// final (it surfaces inside connect errors, so it is checked first); connect
+/// errors, timeouts, resets and truncated bodies are transient.
+fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
+    let err = err.without_url();
+    let kind = if has_tls_cause(&err) {
+        FaultKind::Tls
+    } else if err.is_builder() || err.is_redirect() {
+        FaultKind::Refused
+    } else {
+        // is_connect, is_timeout, is_request (send failed), is_body (reset or
+        // truncated body), is_decode: the network let us down; try again.
+        FaultKind::Transient
+    };
+    let error = SourceError::new(kind, shown.to_owned()).with_source(err);
+    if kind == FaultKind::Tls {
+        error.with_hint(
+            "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE",
+        )
+    } else {
+        error
+    }
+}
+
+fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        // io::Error::source() skips the wrapped error itself, so look inside.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if inner.downcast_ref::<rustls::Error>().is_some() {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}

@@ -1,0 +1,206 @@
+//! Sources turn a URI (and an optional resume offset) into a stream of bytes.
+//!
+//! A source knows nothing of hashing, retries, progress, temp files or renames:
+//! those live once, in the engine. Adding a source kind is one file here, one
+//! `Scheme` variant and one arm in [`Sources::get`].
+
+pub mod file;
+pub mod http;
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::Stream;
+use url::Url;
+
+/// The URI schemes spark-localizer understands. Lookup is this enum and one `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    Http,
+    Https,
+    File,
+    /// Already inside the image: never fetched, kept in the classpath in its place.
+    Local,
+}
+
+impl Scheme {
+    /// Every scheme accepted, as users write them.
+    pub const SUPPORTED: &'static [&'static str] = &["http", "https", "file", "local"];
+
+    /// Looks up a URI scheme (case-insensitive, as URL schemes are).
+    pub fn parse(scheme: &str) -> Option<Scheme> {
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => Some(Scheme::Http),
+            "https" => Some(Scheme::Https),
+            "file" => Some(Scheme::File),
+            "local" => Some(Scheme::Local),
+            _ => None,
+        }
+    }
+
+    /// The supported schemes as one human list: `http, https, file, local`.
+    pub fn supported_list() -> String {
+        Self::SUPPORTED.join(", ")
+    }
+}
+
+/// What a source knows about an object before (or while) sending it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// Total size of the object, when known.
+    pub size: Option<u64>,
+    /// A validator (ETag or Last-Modified) that identifies this version of the object;
+    /// used with `If-Range` so a resume never splices two versions together.
+    pub validator: Option<String>,
+    /// Whether the source can serve byte ranges.
+    pub ranges: bool,
+}
+
+/// A byte stream from a source.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, SourceError>> + Send>>;
+
+/// An open transfer: metadata plus the body, starting at `offset`.
+pub struct Body {
+    pub meta: Meta,
+    /// Where the body starts within the object. A resume request may be answered
+    /// from 0 (the object changed or ranges are not served); the engine then restarts.
+    pub offset: u64,
+    pub stream: ByteStream,
+}
+
+/// A request to open an object, possibly resuming.
+#[derive(Debug, Clone, Default)]
+pub struct OpenRequest {
+    /// Resume from this offset (0 = from the start).
+    pub offset: u64,
+    /// The validator seen by the earlier attempt, sent as `If-Range`.
+    pub validator: Option<String>,
+}
+
+/// What a probe (`check`, and size discovery before scheduling) found.
+#[derive(Debug, Clone, Default)]
+pub struct Probe {
+    pub meta: Meta,
+    /// Protocol status (e.g. `200 OK`).
+    pub status: String,
+    /// The final location after redirects (redacted), when it differs from the URI.
+    pub redirected_to: Option<String>,
+}
+
+/// One source kind (HTTP, file, …). Implementations must be cheap to share.
+#[async_trait]
+pub trait Source: Send + Sync {
+    /// Opens `uri` for reading from `req.offset`.
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError>;
+    /// Learns size, range support and validator without transferring the body.
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError>;
+}
+
+/// How a source failure should be treated. The engine retries only [`FaultKind::Transient`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Connect errors, resets, timeouts, 5xx, 408/429, truncated bodies: retried.
+    Transient,
+    /// The object does not exist (404/410, ENOENT).
+    NotFound,
+    /// Credentials are missing or refused (401/403).
+    Auth,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// Any other final refusal (other 4xx, redirect loops, bad responses).
+    Refused,
+    /// The object changed or its size is not what was announced.
+    Integrity,
+    /// The local filesystem failed (reading a file:// source).
+    LocalIo,
+}
+
+/// A source failure: what happened (already redacted), its kind, and the cause.
+#[derive(Debug)]
+pub struct SourceError {
+    pub kind: FaultKind,
+    pub message: String,
+    pub hint: Option<&'static str>,
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SourceError {
+    pub fn new(kind: FaultKind, message: impl Into<String>) -> Self {
+        SourceError {
+            kind,
+            message: message.into(),
+            hint: None,
+            source: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: &'static str) -> Self {
+        self.hint = Some(hint);
+        self
+    }
+
+    pub fn with_source(mut self, err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(err));
+        self
+    }
+
+    /// Whether the engine should try again.
+    pub fn is_transient(&self) -> bool {
+        self.kind == FaultKind::Transient
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::redact::scrub(&self.message))?;
+        if let Some(cause) = &self.source {
+            // Causes are walked once here so messages carry the root cause
+            // (e.g. "connection refused") and every piece is scrubbed of secrets.
+            let mut chain = String::new();
+            let mut next: Option<&(dyn std::error::Error + 'static)> = Some(cause.as_ref());
+            while let Some(err) = next {
+                let text = err.to_string();
+                if !chain.contains(&text) {
+                    chain.push_str(": ");
+                    chain.push_str(&text);
+                }
+                next = err.source();
+            }
+            f.write_str(&crate::redact::scrub(&chain))?;
+        }
+        if let Some(hint) = self.hint {
+            write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// One instance of every source, shared by all transfers (one connection pool per source).
+#[derive(Clone)]
+pub struct Sources {
+    http: Arc<http::HttpSource>,
+    file: Arc<file::FileSource>,
+}
+
+impl Sources {
+    pub fn new(http: http::HttpSource) -> Self {
+        Sources {
+            http: Arc::new(http),
+            file: Arc::new(file::FileSource),
+        }
+    }
+
+    /// The source serving `scheme`; `None` for `local://`, which is never fetched.
+    pub fn get(&self, scheme: Scheme) -> Option<Arc<dyn Source>> {
+        match scheme {
+            Scheme::Http | Scheme::Https => Some(self.http.clone()),
+            Scheme::File => Some(self.file.clone()),
+            Scheme::Local => None,
+        }
+    }
+}
