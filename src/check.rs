@@ -31,7 +31,7 @@ const PROXY_VARS: &[&str] = &[
 pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
-        Err(message) => return config_failure(args, &message),
+        Err(message) => return config_failure(args, &message, false),
     };
     print!("{}", describe(&settings, &plan));
     let timeout = settings.http.connect_timeout + settings.stall_timeout;
@@ -203,7 +203,10 @@ async fn probe_all(
             }
             Err(why) => {
                 failed += 1;
-                let _ = writeln!(out, "  FAIL  {}: {}", a.shown, crate::redact::scrub(&why));
+                let why = crate::redact::scrub(&why);
+                // Source errors already start with the URI.
+                let why = why.strip_prefix(&format!("{}: ", a.shown)).unwrap_or(&why);
+                let _ = writeln!(out, "  FAIL  {}: {why}", a.shown);
             }
         }
     }

@@ -6,6 +6,15 @@ use std::time::Duration;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration::parse_duration;
+
+/// A duration that must be more than zero (timeouts, intervals, deadlines).
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("'{s}' must be more than 0"));
+    }
+    Ok(d)
+}
 use crate::env_vars as env;
 
 /// Localize Spark jars, files and archives into a pod's volumes before the JVM starts.
@@ -82,15 +91,15 @@ pub struct FetchArgs {
     pub retry_delay: Duration,
 
     /// A transfer that receives no byte for this long is retried.
-    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
     pub stall_timeout: Duration,
 
     /// Time allowed to open a TCP/TLS connection.
-    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub connect_timeout: Duration,
 
     /// Overall time limit [default: spark.kubernetes.mountdependencies.mountTimeout, else 300s].
-    #[arg(long, env = env::DEADLINE, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = env::DEADLINE, value_parser = positive_duration, value_name = "DURATION")]
     pub deadline: Option<Duration>,
 
     /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
@@ -129,7 +138,7 @@ pub struct FetchArgs {
     pub no_progress: bool,
 
     /// Interval between plain progress lines when stderr is not a terminal.
-    #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub progress_interval: Duration,
 }
 

@@ -93,6 +93,8 @@ pub struct Settings {
     pub properties_file: Option<PathBuf>,
     pub no_progress: bool,
     pub progress_interval: Duration,
+    /// Every configuration problem found while resolving (reported together).
+    pub problems: Vec<ConfigError>,
 }
 
 /// A configuration problem; always found before any network traffic (exit code 2).
@@ -116,7 +118,10 @@ pub enum ConfigError {
 
 impl Settings {
     /// Resolves `args` (with their origins) and the properties file they name.
-    pub fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Result<Settings, ConfigError> {
+    /// Problems do not stop resolution: they are collected in `problems` so the
+    /// user sees all of them at once.
+    pub fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Settings {
+        let mut problems = Vec::new();
         let origin_of = |id: &'static str, env_name: &'static str| {
             if origins.is_env(id) {
                 Origin::Env(env_name)
@@ -124,11 +129,11 @@ impl Settings {
                 Origin::Flag(id_to_flag(id))
             }
         };
-        let properties = args
-            .properties_file
-            .as_deref()
-            .map(Properties::load)
-            .transpose()?;
+        let properties = args.properties_file.as_deref().and_then(|path| {
+            Properties::load(path)
+                .map_err(|e| problems.push(e.into()))
+                .ok()
+        });
         let from_props = |key: &str| -> Option<Sourced<String>> {
             let props = properties.as_ref()?;
             let value = props.get(key)?.trim();
@@ -193,7 +198,7 @@ impl Settings {
         );
         for d in [&jars_dir, &files_dir] {
             if !d.value.is_absolute() {
-                return Err(ConfigError::Invalid {
+                problems.push(ConfigError::Invalid {
                     what: d.origin.to_string(),
                     reason: format!("{} is not an absolute path", d.value.display()),
                 });
@@ -205,15 +210,24 @@ impl Settings {
                 value,
                 origin: origin_of("deadline", env::DEADLINE),
             },
-            None => match from_props(keys::MOUNT_TIMEOUT) {
-                Some(v) => Sourced {
-                    value: parse_duration(&v.value).map_err(|reason| ConfigError::Property {
-                        path: args.properties_file.clone().unwrap_or_default(),
-                        key: keys::MOUNT_TIMEOUT,
-                        reason,
-                    })?,
+            None => match from_props(keys::MOUNT_TIMEOUT).map(|v| (parse_duration(&v.value), v)) {
+                Some((Ok(value), v)) if !value.is_zero() => Sourced {
+                    value,
                     origin: v.origin,
                 },
+                Some((parsed, _)) => {
+                    problems.push(ConfigError::Property {
+                        path: args.properties_file.clone().unwrap_or_default(),
+                        key: keys::MOUNT_TIMEOUT,
+                        reason: parsed
+                            .err()
+                            .unwrap_or_else(|| "must be more than 0".to_owned()),
+                    });
+                    Sourced {
+                        value: DEFAULT_DEADLINE,
+                        origin: Origin::Default,
+                    }
+                }
                 None => Sourced {
                     value: DEFAULT_DEADLINE,
                     origin: Origin::Default,
@@ -221,16 +235,15 @@ impl Settings {
             },
         };
 
-        let checksums = args
-            .checksums
-            .as_deref()
-            .map(|path| -> Result<_, ConfigError> {
-                Ok(Sourced {
-                    value: Checksums::load(path)?,
+        let checksums = args.checksums.as_deref().and_then(|path| {
+            Checksums::load(path)
+                .map(|value| Sourced {
+                    value,
                     origin: origin_of("checksums", env::CHECKSUMS),
                 })
-            })
-            .transpose()?;
+                .map_err(|e| problems.push(e.into()))
+                .ok()
+        });
 
         let mut ca_files: Vec<CaFile> = args
             .ca_cert
@@ -247,7 +260,10 @@ impl Settings {
             });
         }
         let headers = match &args.http_header_file {
-            Some(path) => load_header_file(path)?,
+            Some(path) => load_header_file(path).unwrap_or_else(|e| {
+                problems.push(e.into());
+                Vec::new()
+            }),
             None => Vec::new(),
         };
         let parallelism = usize::from(args.parallelism);
@@ -263,7 +279,8 @@ impl Settings {
             let default = Path::new(env::DEFAULT_TERMINATION_LOG);
             default.exists().then(|| default.to_owned())
         });
-        Ok(Settings {
+        Settings {
+            problems,
             classpath_file: args
                 .classpath_file
                 .clone()
@@ -293,7 +310,7 @@ impl Settings {
             properties_file: args.properties_file.clone(),
             no_progress: args.no_progress,
             progress_interval: args.progress_interval,
-        })
+        }
     }
 }
 

@@ -56,6 +56,44 @@ pub fn remove_record(dir: &Path, name: &str) {
     let _ = std::fs::remove_file(record_path(dir, name));
 }
 
+/// Takes the directory's lock (`.spark-localizer/lock`), waiting for another
+/// spark-localizer working in the same directory until `deadline`. Creates `dir`.
+pub async fn lock_dir(
+    dir: &Path,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<std::fs::File> {
+    let state = dir.join(STATE_DIR);
+    std::fs::create_dir_all(&state)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(state.join("lock"))?;
+    let mut waiting = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !waiting {
+                    tracing::info!(
+                        "another spark-localizer is working in {}; waiting for it",
+                        dir.display()
+                    );
+                    waiting = true;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "another spark-localizer held the directory lock until the deadline",
+                    ));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
 /// Names that have a record in `dir` (artifacts an earlier run published).
 pub fn recorded_names(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir.join(STATE_DIR)) else {

@@ -38,6 +38,8 @@ pub struct Options {
     /// The configured deadline, for messages.
     pub deadline_len: Duration,
     pub fsync: bool,
+    /// Becomes `true` when the process is asked to stop (SIGTERM/SIGINT).
+    pub cancel: tokio::sync::watch::Receiver<bool>,
 }
 
 /// What happened to one artifact.
@@ -107,7 +109,7 @@ pub async fn run(
         }
     }
 
-    // Directories: create, sweep partials of killed runs, forget what the plan dropped.
+    // Directories: create and lock, sweep partials of killed runs, forget what the plan dropped.
     let mut dirs: Vec<&Path> = Vec::new();
     for a in &plan.artifacts {
         if let Target::Fetch { dir, .. } = &a.target {
@@ -116,8 +118,16 @@ pub async fn run(
             }
         }
     }
+    let mut _locks = Vec::new();
     for dir in dirs {
-        if let Err(e) = prepare_dir(dir, plan) {
+        let prepared = match dest::lock_dir(dir, opts.deadline).await {
+            Ok(lock) => {
+                _locks.push(lock);
+                prepare_dir(dir, plan)
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = prepared {
             let message = format!(
                 "cannot prepare destination directory {}: {e}; check the volume mount and its permissions",
                 dir.display()
@@ -131,20 +141,32 @@ pub async fn run(
     }
 
     // A restarted run re-verifies what it finds; correct files are kept.
+    let candidates: Vec<usize> = (0..plan.artifacts.len())
+        .filter(|&i| outcomes[i].is_none())
+        .collect();
+    let verified = futures_util::stream::iter(candidates)
+        .map(|i| {
+            let artifact = plan.artifacts[i].clone();
+            async move {
+                let kept = tokio::task::spawn_blocking(move || verify_existing(&artifact)).await;
+                (i, kept.ok().flatten())
+            }
+        })
+        .buffer_unordered(opts.parallelism)
+        .collect::<Vec<_>>()
+        .await;
     let mut todo = Vec::new();
-    for (i, a) in plan.artifacts.iter().enumerate() {
-        if outcomes[i].is_some() {
-            continue;
-        }
-        let artifact = a.clone();
-        match tokio::task::spawn_blocking(move || verify_existing(&artifact)).await {
-            Ok(Some(kept)) => {
+    for (i, kept) in verified {
+        match kept {
+            Some(kept) => {
+                let a = &plan.artifacts[i];
                 info!(uri = %a.shown, "kept {} from an earlier run (verified)", a.name);
                 outcomes[i] = Some(kept);
             }
-            _ => todo.push(i),
+            None => todo.push(i),
         }
     }
+    todo.sort_unstable();
 
     // Largest first. Sizes only matter when there are more transfers than slots.
     let mut sizes = vec![None; plan.artifacts.len()];
@@ -178,20 +200,32 @@ pub async fn run(
             let size = sizes[i];
             async move {
                 let started = Instant::now();
+                let trace = Trace::default();
                 let work = async {
                     // The permit is held for the whole transfer, not just the request.
                     let _permit = permits.acquire().await.expect("semaphore open");
-                    fetch_one(i, a, sources, opts, reporter.as_ref(), size).await
+                    fetch_one(i, a, sources, opts, reporter.as_ref(), size, &trace).await
                 };
-                let outcome = match timeout_at(opts.deadline, work).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Outcome::failed(
-                        ExitCode::Deadline,
-                        format!(
-                            "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
-                            a.shown,
-                            format_duration(opts.deadline_len)
-                        ),
+                let mut cancel = opts.cancel.clone();
+                let cancelled = async move {
+                    if cancel.wait_for(|stop| *stop).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let outcome = tokio::select! {
+                    done = timeout_at(opts.deadline, work) => done.unwrap_or_else(|_| {
+                        trace.failed(
+                            ExitCode::Deadline,
+                            format!(
+                                "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
+                                a.shown,
+                                format_duration(opts.deadline_len)
+                            ),
+                        )
+                    }),
+                    () = cancelled => trace.failed(
+                        ExitCode::Interrupted,
+                        format!("{}: interrupted by a signal before it was localized", a.shown),
                     ),
                 };
                 reporter.finish(i);
@@ -210,10 +244,30 @@ pub async fn run(
         .collect()
 }
 
-/// Creates `dir`, removes partial files of earlier runs, and removes files an
+/// What an unfinished transfer got to, for the message when it is cut off.
+#[derive(Default)]
+struct Trace {
+    attempts: std::sync::atomic::AtomicU32,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl Trace {
+    fn failed(&self, code: ExitCode, message: String) -> Outcome {
+        let last = self.last_error.lock().expect("lock").take();
+        let message = match last {
+            Some(last) => format!("{message} (last error: {last})"),
+            None => message,
+        };
+        Outcome {
+            attempts: self.attempts.load(std::sync::atomic::Ordering::Relaxed),
+            ..Outcome::failed(code, message)
+        }
+    }
+}
+
+/// Removes partial files of earlier runs, and removes files an
 /// earlier run published that the plan no longer names.
 fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
     let swept = dest::sweep_partials(dir)?;
     if swept > 0 {
         info!(
@@ -334,6 +388,7 @@ async fn fetch_one(
     opts: &Options,
     reporter: &dyn Reporter,
     size: Option<u64>,
+    trace: &Trace,
 ) -> Outcome {
     let Target::Fetch { dir, path } = &a.target else {
         return Outcome::new(Status::Local);
@@ -368,6 +423,9 @@ async fn fetch_one(
     let mut attempts = 0;
     loop {
         attempts += 1;
+        trace
+            .attempts
+            .store(attempts, std::sync::atomic::Ordering::Relaxed);
         match attempt(id, a, source.as_ref(), opts, reporter, &mut t).await {
             Ok(()) => break,
             Err(AttemptError::Local(e)) => {
@@ -390,6 +448,7 @@ async fn fetch_one(
                     o.attempts = attempts;
                     return o;
                 }
+                *trace.last_error.lock().expect("lock") = Some(e.to_string());
                 let delay = opts.backoff.delay(attempts);
                 warn!(
                     uri = %a.shown,
@@ -486,16 +545,31 @@ async fn attempt(
     let mut body = timeout(opts.stall_timeout, source.open(&a.uri, &request))
         .await
         .map_err(|_| stalled())??;
-    if body.offset != t.written {
-        // Asked to resume, answered from the start (object changed, or no ranges).
+    if body.offset == 0 {
+        // Asked to resume, answered from the start (no ranges, or If-Range said
+        // the object changed): what we hold is discarded.
         t.reset(id, reporter).await?;
-    }
-    let known = body.meta.size.map(|s| s + body.offset);
-    if t.expected.is_some() && known.is_some() && t.expected != known {
-        // The object changed size between attempts: start over next time.
+    } else if body.offset != t.written
+        || body.meta.validator != t.validator
+        || (t.expected.is_some() && body.meta.size != t.expected)
+    {
+        // A range of something else (another offset, version or size): never
+        // splice it onto what we hold; start over on the next attempt.
         t.resumable = false;
+        t.validator = None;
+        t.expected = None;
+        return Err(SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: the resumed range does not continue what was received (the object changed?); starting over",
+                a.shown
+            ),
+        )
+        .into());
     }
-    t.expected = known.or(t.expected);
+    if body.offset == 0 {
+        t.expected = body.meta.size;
+    }
     t.validator = body.meta.validator.clone();
     t.resumable = body.meta.ranges && (t.validator.is_some() || a.scheme == Scheme::File);
 

@@ -18,11 +18,13 @@ pub enum ExitCode {
     Deadline = 5,
     /// The destination could not be written (permissions, disk full).
     LocalIo = 6,
+    /// SIGTERM or SIGINT arrived before every artifact was localized.
+    Interrupted = 7,
 }
 
 impl ExitCode {
     /// How bad a failure is when several artifacts fail differently: the
-    /// process exits with the most severe one (deadline > integrity > local I/O > fetch).
+    /// process exits with the most severe one (interrupted > deadline > integrity > local I/O > fetch).
     pub fn severity(self) -> u8 {
         match self {
             ExitCode::Ok => 0,
@@ -30,8 +32,9 @@ impl ExitCode {
             ExitCode::LocalIo => 2,
             ExitCode::Integrity => 3,
             ExitCode::Deadline => 4,
-            ExitCode::Config => 5,
-            ExitCode::Internal => 6,
+            ExitCode::Interrupted => 5,
+            ExitCode::Config => 6,
+            ExitCode::Internal => 7,
         }
     }
 

@@ -24,8 +24,21 @@ pub fn prepare(
     args: &FetchArgs,
     origins: &ArgOrigins,
 ) -> Result<(Settings, Plan, Sources), String> {
-    let settings = Settings::resolve(args, origins).map_err(|e| config_message(&e))?;
-    let plan = plan::build(&settings).map_err(|e: PlanError| e.to_string())?;
+    let mut settings = Settings::resolve(args, origins);
+    let mut problems: Vec<String> = settings
+        .problems
+        .drain(..)
+        .map(|e| config_message(&e))
+        .collect();
+    let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
+        problems.extend(e.problems);
+        Plan::default()
+    });
+    let http =
+        HttpSource::new(&settings.http).map_err(|e| problems.push(config_message(&e.into())));
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
     if let Some(pins) = &settings.checksums {
         for key in pins.value.keys() {
             let used = plan
@@ -37,7 +50,7 @@ pub fn prepare(
             }
         }
     }
-    let http = HttpSource::new(&settings.http).map_err(|e| config_message(&e.into()))?;
+    let http = http.expect("no problems means the client was built");
     Ok((settings, plan, Sources::new(http)))
 }
 
@@ -55,11 +68,17 @@ fn config_message(e: &ConfigError) -> String {
     crate::redact::scrub(&message)
 }
 
-/// Reports a configuration error (exit code 2) on stderr and in the termination log.
-pub fn config_failure(args: &FetchArgs, message: &str) -> ExitCode {
-    error!("{message}");
-    let text = output::termination_text("invalid configuration", &[message.to_owned()]);
-    write_termination(args.termination_log.as_deref(), &text);
+/// Reports configuration errors (exit code 2) on stderr, and for `fetch` in the
+/// termination log too (`check` writes nothing).
+pub fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> ExitCode {
+    let lines: Vec<String> = message.lines().map(str::to_owned).collect();
+    for line in &lines {
+        error!("{line}");
+    }
+    if termination {
+        let text = output::termination_text("invalid configuration", &lines);
+        write_termination(args.termination_log.as_deref(), &text);
+    }
     ExitCode::Config
 }
 
@@ -83,13 +102,20 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     let started = Instant::now();
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
-        Err(message) => return config_failure(args, &message),
+        Err(message) => return config_failure(args, &message, true),
     };
     if plan.artifacts.is_empty() {
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
     }
 
+    let (stop, cancel) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let signal = wait_for_signal().await;
+        warn!("received {signal}: stopping transfers, removing partial files, writing the report");
+        let _ = stop.send(true);
+    });
     let options = Options {
+        cancel,
         parallelism: settings.parallelism,
         retries: settings.retries,
         backoff: Backoff::new(settings.retry_delay),
@@ -116,12 +142,22 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
             failures.push(f.message.clone());
         }
     }
+    let mut headline = format!(
+        "{} of {} artifacts failed",
+        failures.len(),
+        plan.artifacts.len()
+    );
     if code == ExitCode::Ok {
         if let Err(e) = write_classpath(&settings, &plan) {
-            let message =
-                format!("cannot write the classpath outputs: {e}; check the volume mount");
+            let message = format!(
+                "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
+                settings.classpath_file.display(),
+                settings.env_file.display()
+            );
             error!("{message}");
             failures.push(message);
+            headline =
+                "every artifact was localized, but the classpath could not be written".to_owned();
             code = ExitCode::LocalIo;
         }
     }
@@ -133,17 +169,27 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     }
     summarize(&outcomes, elapsed);
     if code != ExitCode::Ok {
-        let headline = format!(
-            "{} of {} artifacts failed",
-            failures.len(),
-            plan.artifacts.len()
-        );
         write_termination(
             settings.termination_log.as_deref(),
             &output::termination_text(&headline, &failures),
         );
     }
     code
+}
+
+/// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT; names the one that came.
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        },
+        _ => std::future::pending().await,
+    }
 }
 
 fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {

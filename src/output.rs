@@ -151,13 +151,19 @@ pub fn termination_text(headline: &str, failures: &[String]) -> String {
     let mut out = format!("spark-localizer: {headline}\n");
     for (i, f) in failures.iter().enumerate() {
         let line = format!("- {}\n", crate::redact::scrub(f));
-        if out.len() + line.len() > TERMINATION_LIMIT {
-            let more = format!("… and {} more (see the report)\n", failures.len() - i);
-            if out.len() + more.len() <= TERMINATION_LIMIT {
-                out.push_str(&more);
-            } else {
+        // Keep room for the "and N more" line unless this is the last failure.
+        let reserve = if i + 1 < failures.len() { 64 } else { 0 };
+        if out.len() + line.len() + reserve > TERMINATION_LIMIT {
+            if i == 0 {
+                // One huge message: show as much of it as fits.
+                out.push_str(&line);
                 truncate_at(&mut out, TERMINATION_LIMIT);
+                return out;
             }
+            out.push_str(&format!(
+                "… and {} more (see the report)\n",
+                failures.len() - i
+            ));
             return out;
         }
         out.push_str(&line);

@@ -181,7 +181,14 @@ fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact,
     let raw = d.uri.as_str();
     register_url_secrets(raw);
     let shown = redact_url(raw);
-    let Some((scheme_text, _)) = raw.split_once("://") else {
+    // A scheme is letters, digits, '+', '-', '.' before the first ':' (RFC 3986).
+    // Spark also writes `file:/path` and `local:/path`; those parse as URLs too.
+    let scheme_text = raw.split_once(':').map(|(s, _)| s).filter(|s| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    let Some(scheme_text) = scheme_text else {
         return Err(format!(
             "{shown} has no scheme; write file:///path to copy a local file or local:///path for one already in the image (supported: {})",
             Scheme::supported_list()
@@ -242,6 +249,12 @@ fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact,
         }
     })?;
 
+    if kind == Kind::Jar && name.contains(':') {
+        return Err(format!(
+            "{shown}: jar name '{}' contains ':', the classpath separator; rename it with #alias",
+            name.escape_debug()
+        ));
+    }
     let target = if scheme == Scheme::Local {
         let p = percent_encoding::percent_decode_str(path)
             .decode_utf8_lossy()
@@ -249,6 +262,11 @@ fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact,
         if uri.host_str().is_some_and(|h| !h.is_empty()) {
             return Err(format!(
                 "{shown} has a host; write local:///absolute/path (three slashes)"
+            ));
+        }
+        if kind == Kind::Jar && p.contains(':') {
+            return Err(format!(
+                "{shown}: the path contains ':', the classpath separator, so it cannot go on the classpath"
             ));
         }
         Target::Local {
@@ -321,12 +339,20 @@ mod tests {
             ("https://h/a/b.jar#a/b", Err("path separator")),
             ("https://h/a/b.jar#", Err("is empty")),
             ("https://h/a/b.jar#a%0Ab", Err("control")),
-            ("https://h/a/%2E%2E", Err("would leave")),
+            ("https://h/a/%2E%2E", Err("ends in '/'")),
+            ("https://h/a/x%2F..", Err("path separator")),
             ("https://h/a/dir/", Err("ends in '/'")),
             ("https://h", Err("ends in '/'")),
             ("ftp://h/a.jar", Err("unsupported scheme 'ftp'")),
             ("/opt/x.jar", Err("no scheme")),
             ("https://h/a.jar#.spark-localizer.x", Err("reserved")),
+            ("https://h/a:b.jar", Err("classpath separator")),
+            ("https://h/a.jar#a:b.jar", Err("classpath separator")),
+            ("local:///opt/a:b/x.jar", Err("classpath separator")),
+            ("file:/tmp/x.jar", Ok("x.jar")),
+            ("local:/opt/x.jar", Ok("x.jar")),
+            ("FILE:///tmp/y.jar", Ok("y.jar")),
+            ("c:\\x.jar", Err("unsupported scheme 'c'")),
             ("file://otherhost/x.jar", Err("must be local")),
         ];
         for (uri, want) in cases {

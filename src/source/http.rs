@@ -72,6 +72,18 @@ pub struct HttpConfig {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// Headers the transfer itself controls; a header file may not set them.
+const RESERVED_HEADERS: &[HeaderName] = &[
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::CONNECTION,
+    header::RANGE,
+    header::IF_RANGE,
+    header::TE,
+    header::UPGRADE,
+];
+
 /// Reads `Name: value` lines (`#` comments, blank lines ignored); registers values as secrets.
 pub fn load_header_file(path: &Path) -> Result<Vec<(HeaderName, HeaderValue)>, HttpSetupError> {
     let text = std::fs::read_to_string(path).map_err(|source| HttpSetupError::HeaderRead {
@@ -79,6 +91,7 @@ pub fn load_header_file(path: &Path) -> Result<Vec<(HeaderName, HeaderValue)>, H
         source,
     })?;
     let mut headers = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -94,6 +107,11 @@ pub fn load_header_file(path: &Path) -> Result<Vec<(HeaderName, HeaderValue)>, H
         register_secret(value);
         let name = HeaderName::from_bytes(name.trim().as_bytes())
             .map_err(|_| syntax("invalid header name"))?;
+        if RESERVED_HEADERS.contains(&name) {
+            return Err(syntax(&format!(
+                "{name} is set by spark-localizer itself and cannot be overridden"
+            )));
+        }
         let mut value =
             HeaderValue::from_str(value).map_err(|_| syntax("invalid characters in the value"))?;
         value.set_sensitive(true);
@@ -209,6 +227,22 @@ impl HttpSource {
                     ),
                 ));
             };
+            if !matches!(next.scheme(), "http" | "https") {
+                return Err(SourceError::new(
+                    FaultKind::Refused,
+                    format!(
+                        "{} redirects to {}, which is not http(s); refusing to follow",
+                        redact_url(uri.as_str()),
+                        redact_url(next.as_str())
+                    ),
+                ));
+            }
+            tracing::debug!(
+                "{} redirects ({}) to {}",
+                redact_url(current.as_str()),
+                response.status(),
+                redact_url(next.as_str())
+            );
             if !seen.insert(next.clone()) {
                 return Err(SourceError::new(
                     FaultKind::Refused,
@@ -268,16 +302,6 @@ impl Source for HttpSource {
                         ),
                     )
                 })?;
-                if start != req.offset {
-                    return Err(SourceError::new(
-                        FaultKind::Refused,
-                        format!(
-                            "{} answered range from {start}, asked from {}",
-                            redact_url(uri.as_str()),
-                            req.offset
-                        ),
-                    ));
-                }
                 meta.size = total;
                 meta.ranges = true;
                 start
@@ -361,10 +385,10 @@ fn meta_of(response: &Response) -> Meta {
         .filter(|e| !e.starts_with("W/"))
         .or_else(|| text(header::LAST_MODIFIED))
         .map(str::to_owned);
+    // Read the header itself: for a HEAD answer the body (and content_length()) is empty.
+    let length = text(header::CONTENT_LENGTH).and_then(|v| v.trim().parse::<u64>().ok());
     Meta {
-        size: response
-            .content_length()
-            .filter(|_| response.status() == StatusCode::OK),
+        size: length.filter(|_| response.status() == StatusCode::OK),
         validator,
         ranges: text(header::ACCEPT_RANGES).is_some_and(|v| v.eq_ignore_ascii_case("bytes")),
     }
@@ -433,12 +457,13 @@ fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {
         if e.downcast_ref::<rustls::Error>().is_some() {
             return true;
         }
-        // io::Error::source() skips the wrapped error itself, so look inside.
+        // io::Error::source() skips the error it wraps (and connectors wrap
+        // io::Errors in io::Errors), so look inside each one.
         if let Some(inner) = e
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
         {
-            if inner.downcast_ref::<rustls::Error>().is_some() {
+            if has_tls_cause(inner) {
                 return true;
             }
         }

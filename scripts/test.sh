@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need (nginx-light, rustfmt, clippy)
+# when missing, then runs fmt, clippy and `cargo test`. Idempotent and non-interactive.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export CI="${CI:-true}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+have_nginx() {
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]
+}
+
+if ! have_nginx; then
+    echo "==> installing nginx-light (for the real-server test)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light </dev/null
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+    for component in rustfmt clippy; do
+        if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+            echo "==> adding rustup component ${component}"
+            rustup component add "${component}"
+        fi
+    done
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+echo "==> cargo test"
+cargo test </dev/null

@@ -1,0 +1,97 @@
+//! `spark-localizer check`: probes every URI, reports size, writes nothing.
+
+use crate::support::{assert_no_secrets, data, FaultServer, Sandbox};
+
+#[test]
+fn check_succeeds_and_prints_sizes_when_all_probes_pass() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(1, 12_345));
+    server.put("/f.txt", data(2, 10));
+    let sb = Sandbox::new();
+    std::fs::remove_dir(&sb.jars).unwrap();
+    let out = sb
+        .check()
+        .args([
+            "--jars",
+            &server.url("/a.jar"),
+            "--files",
+            &server.url("/f.txt"),
+        ])
+        .run();
+    out.expect_code(0);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains(&server.url("/a.jar")),
+        "plan does not list the URI\n{out}"
+    );
+    assert!(
+        ["12345", "12 345", "12,345", "12.1 KiB", "12.06 KiB"]
+            .iter()
+            .any(|s| all.contains(s)),
+        "size of a.jar (12345 bytes) not shown\n{out}"
+    );
+    assert!(
+        !sb.jars.exists(),
+        "check must write nothing (jars dir created)"
+    );
+    assert!(
+        std::fs::read_dir(&sb.files).unwrap().next().is_none(),
+        "check must write nothing"
+    );
+}
+
+#[test]
+fn check_fails_when_one_uri_is_missing() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(1, 1_000));
+    let sb = Sandbox::new();
+    let missing = server.url("/missing.jar");
+    let out = sb
+        .check()
+        .args(["--jars", &format!("{},{missing}", server.url("/a.jar"))])
+        .run();
+    out.expect_code(3);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains(&missing) && all.contains("404"),
+        "failing probe not explained\n{out}"
+    );
+    assert!(
+        std::fs::read_dir(&sb.jars).unwrap().next().is_none(),
+        "check wrote into the jars dir: {:?}",
+        sb.jar_names()
+    );
+}
+
+#[test]
+fn check_never_prints_secrets() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(1, 1_000));
+    let sb = Sandbox::new();
+    let secrets_dir = tempfile::tempdir().unwrap();
+    let headers = secrets_dir.path().join("headers");
+    std::fs::write(&headers, "X-Api-Token: SECRETHDR\n").unwrap();
+    let url = format!(
+        "http://user:SECRETPW@127.0.0.1:{}/a.jar?X-Amz-Signature=SECRETSIG&token=SECRETTOK",
+        server.port()
+    );
+    let missing = url.replace("/a.jar", "/missing.jar");
+    for (jars, code) in [(url.clone(), 0), (format!("{url},{missing}"), 3)] {
+        for mode in [&[][..], &["-v", "-v"][..], &["--log-format", "json"][..]] {
+            let out = sb
+                .check()
+                .global(mode)
+                .args(["--jars", &jars])
+                .arg("--http-header-file")
+                .arg(&headers)
+                .run();
+            out.expect_code(code);
+            assert_no_secrets(&format!("check {mode:?}"), &sb.all_output(&out));
+        }
+    }
+    let probe = &server.requests_for("/a.jar")[0];
+    assert!(
+        probe.header("authorization").is_some(),
+        "probe should use the credentials: {probe:#?}"
+    );
+}

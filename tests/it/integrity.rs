@@ -1,0 +1,161 @@
+//! Pinned checksums and re-verification of what a previous run left behind.
+
+use crate::support::{data, sha256_hex, FaultServer, Sandbox};
+
+#[test]
+fn checksum_mismatch_is_never_published() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(1, 300_000));
+    let sb = Sandbox::new();
+    let pins = sb.write(
+        "sha256sums",
+        format!("{}  a.jar\n", sha256_hex(b"something else")),
+    );
+    let url = server.url("/a.jar");
+    let out = sb
+        .fetch()
+        .args(["--jars", &url])
+        .arg("--checksums")
+        .arg(&pins)
+        .run();
+    out.expect_code(4).expect_stderr(&url);
+    let stderr = out.stderr.to_lowercase();
+    assert!(
+        stderr.contains("checksum") || stderr.contains("sha256"),
+        "{out}"
+    );
+    assert!(
+        !sb.jar("a.jar").exists(),
+        "a file failing its pin was published"
+    );
+    assert!(
+        sb.leftovers().is_empty(),
+        "temp files left: {:?}",
+        sb.leftovers()
+    );
+    assert_eq!(sb.artifact("a.jar")["status"], "failed");
+    assert_eq!(sb.report()["exit_code"], 4);
+    let term = sb.term_log_text().expect("termination log");
+    assert!(term.contains(&url), "{term}");
+}
+
+#[test]
+fn checksums_match_by_destination_name_or_by_uri() {
+    let server = FaultServer::start();
+    let (a, b, c) = (data(2, 10_000), data(3, 20_000), data(4, 30_000));
+    server.put("/a.jar", a.clone());
+    server.put("/b.jar", b.clone());
+    server.put("/c.txt", c.clone());
+    let sb = Sandbox::new();
+    let pins = format!(
+        "# pins\n{}  a.jar\n{} *{}\n{}  c.txt\n",
+        sha256_hex(&a),
+        sha256_hex(&b),
+        server.url("/b.jar"),
+        sha256_hex(&c)
+    );
+    let pins = sb.write("sha256sums", pins);
+    let jars = format!("{},{}", server.url("/a.jar"), server.url("/b.jar"));
+    let out = sb
+        .fetch()
+        .args(["--jars", &jars, "--files", &server.url("/c.txt")])
+        .arg("--checksums")
+        .arg(&pins)
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), a);
+    assert_eq!(std::fs::read(sb.jar("b.jar")).unwrap(), b);
+    assert_eq!(std::fs::read(sb.files.join("c.txt")).unwrap(), c);
+}
+
+#[test]
+fn integrity_failure_outranks_fetch_failure() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(5, 1000));
+    let sb = Sandbox::new();
+    let pins = sb.write("sha256sums", format!("{}  a.jar\n", sha256_hex(b"nope")));
+    let jars = format!("{},{}", server.url("/missing.jar"), server.url("/a.jar"));
+    let out = sb
+        .fetch()
+        .args(["--jars", &jars])
+        .arg("--checksums")
+        .arg(&pins)
+        .run();
+    out.expect_code(4)
+        .expect_stderr(&server.url("/missing.jar"))
+        .expect_stderr(&server.url("/a.jar"));
+    let term = sb.term_log_text().expect("termination log");
+    assert!(
+        term.contains("/missing.jar") && term.contains("/a.jar"),
+        "both failures named:\n{term}"
+    );
+}
+
+#[test]
+fn tampered_or_truncated_files_are_refetched_on_rerun() {
+    let server = FaultServer::start();
+    let (a, b, c) = (data(6, 100_000), data(7, 100_000), data(8, 100_000));
+    server.put("/a.jar", a.clone());
+    server.put("/b.jar", b.clone());
+    server.put("/c.jar", c.clone());
+    let sb = Sandbox::new();
+    let jars = ["/a.jar", "/b.jar", "/c.jar"]
+        .map(|p| server.url(p))
+        .join(",");
+    sb.fetch().args(["--jars", &jars]).run().expect_code(0);
+
+    let mut tampered = a.clone();
+    tampered[50_000] ^= 0xff; // same size, different bytes
+    std::fs::write(sb.jar("a.jar"), &tampered).unwrap();
+    std::fs::write(sb.jar("b.jar"), &b[..40_000]).unwrap();
+    server.clear_log();
+    sb.fetch().args(["--jars", &jars]).run().expect_code(0);
+
+    assert_eq!(
+        std::fs::read(sb.jar("a.jar")).unwrap(),
+        a,
+        "tampered a.jar not repaired"
+    );
+    assert_eq!(
+        std::fs::read(sb.jar("b.jar")).unwrap(),
+        b,
+        "truncated b.jar not repaired"
+    );
+    assert_eq!(server.gets("/a.jar").len(), 1);
+    assert_eq!(server.gets("/b.jar").len(), 1);
+    assert_eq!(
+        server.gets("/c.jar").len(),
+        0,
+        "an intact file was fetched again"
+    );
+    assert_eq!(sb.artifact("a.jar")["status"], "fetched");
+    assert_eq!(sb.artifact("b.jar")["status"], "fetched");
+    assert_eq!(sb.artifact("c.jar")["status"], "kept");
+}
+
+#[test]
+fn local_io_failure_exits_6_and_outranks_fetch_failure() {
+    let server = FaultServer::start();
+    server.put("/f.txt", data(9, 1000));
+    let sb = Sandbox::new();
+    let blocker = sb.write("not-a-dir", "a regular file where a directory should be");
+    let files_dir = blocker.join("files");
+    let out = sb
+        .fetch()
+        .no_dirs()
+        .args([
+            "--jars",
+            &server.url("/missing.jar"),
+            "--files",
+            &server.url("/f.txt"),
+        ])
+        .arg("--jars-dir")
+        .arg(&sb.jars)
+        .arg("--files-dir")
+        .arg(&files_dir)
+        .run();
+    out.expect_code(6)
+        .expect_stderr(files_dir.to_str().unwrap());
+    let term = sb.term_log_text().expect("termination log");
+    assert!(term.contains("/missing.jar"), "{term}");
+}

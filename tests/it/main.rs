@@ -1,0 +1,15 @@
+//! Integration tests: the real `spark-localizer` binary, run as a subprocess,
+//! against servers on 127.0.0.1 that misbehave on purpose (and one real nginx).
+
+mod support;
+
+mod check;
+mod http_errors;
+mod integrity;
+mod nginx;
+mod outputs;
+mod restart;
+mod secrets;
+mod tls;
+mod transient;
+mod validation;

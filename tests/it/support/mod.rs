@@ -1,0 +1,391 @@
+//! Shared test support: the misbehaving server, a sandbox that runs the real
+//! binary as a subprocess, an nginx fixture, and small data helpers.
+
+pub mod nginx;
+pub mod server;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+pub use server::{refused_url, Fault, FaultServer};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_spark-localizer");
+
+/// Secrets planted by the redaction tests; none may ever show up in any output.
+pub const SECRETS: &[&str] = &["SECRETPW", "SECRETSIG", "SECRETTOK", "SECRETHDR"];
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// Deterministic pseudo-random bytes (splitmix64), different per seed.
+pub fn data(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ len as u64;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub cmdline: String,
+}
+
+impl Outcome {
+    /// Panics (showing everything the binary said) unless it exited with `code`.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, Some(code), "unexpected exit code\n{self}");
+        self
+    }
+
+    /// Panics unless stderr contains `needle` (ASCII case-insensitive).
+    #[track_caller]
+    pub fn expect_stderr(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.to_lowercase().contains(&needle.to_lowercase()),
+            "stderr lacks {needle:?}\n{self}"
+        );
+        self
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\nexit: {:?} after {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.cmdline, self.code, self.elapsed, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A temp dir with `jars/`, `files/` and a termination-log path; outlives several runs.
+pub struct Sandbox {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub jars: PathBuf,
+    pub files: PathBuf,
+    pub term_log: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox::with_jars_dir("jars")
+    }
+
+    /// A sandbox whose jars dir has this (relative) name, e.g. one needing shell quoting.
+    pub fn with_jars_dir(name: &str) -> Sandbox {
+        let tmp = tempfile::Builder::new().prefix("sl-it-").tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let (jars, files) = (root.join(name), root.join("files"));
+        std::fs::create_dir_all(&jars).unwrap();
+        std::fs::create_dir_all(&files).unwrap();
+        let term_log = root.join("termination-log");
+        Sandbox {
+            _tmp: tmp,
+            root,
+            jars,
+            files,
+            term_log,
+        }
+    }
+
+    /// `spark-localizer fetch` with the sandbox's dirs and fast, quiet defaults.
+    pub fn fetch(&self) -> Run<'_> {
+        Run::new(self, "fetch")
+    }
+
+    pub fn check(&self) -> Run<'_> {
+        Run::new(self, "check")
+    }
+
+    /// Writes a helper file (header file, checksums, properties) under the sandbox root.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.root.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    pub fn jar(&self, name: &str) -> PathBuf {
+        self.jars.join(name)
+    }
+
+    pub fn report(&self) -> serde_json::Value {
+        let path = self.jars.join("spark-localizer-report.json");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("report is not JSON ({e}):\n{text}"))
+    }
+
+    /// The report's artifact whose destination ends with `/name`.
+    pub fn artifact(&self, name: &str) -> serde_json::Value {
+        let report = self.report();
+        let found = report["artifacts"].as_array().and_then(|a| {
+            a.iter()
+                .find(|x| {
+                    x["destination"]
+                        .as_str()
+                        .is_some_and(|d| d.ends_with(&format!("/{name}")))
+                })
+                .cloned()
+        });
+        found.unwrap_or_else(|| panic!("no artifact for {name} in report:\n{report:#}"))
+    }
+
+    pub fn classpath(&self) -> String {
+        std::fs::read_to_string(self.jars.join("classpath")).expect("classpath file")
+    }
+
+    pub fn term_log_text(&self) -> Option<String> {
+        std::fs::read(&self.term_log)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// Sources the env file in `sh` (with `pre` as an existing SPARK_CLASSPATH) and echoes it.
+    pub fn sourced_classpath(&self, pre: Option<&str>) -> String {
+        let env_file = self.jars.join("spark-classpath.env");
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(r#". "$1"; printf '%s' "$SPARK_CLASSPATH""#)
+            .arg("sh")
+            .arg(&env_file);
+        sh.env_remove("SPARK_CLASSPATH");
+        if let Some(pre) = pre {
+            sh.env("SPARK_CLASSPATH", pre);
+        }
+        let out = sh.output().unwrap();
+        assert!(
+            out.status.success(),
+            "sourcing {} failed: {}",
+            env_file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Temp/partial files left in the jars or files dir (never under a final name).
+    pub fn leftovers(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in [&self.jars, &self.files] {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.path().is_file() && (name.contains(".partial") || name.contains(".sl-")) {
+                    found.push(entry.path());
+                }
+            }
+        }
+        found
+    }
+
+    /// Names in the jars dir other than the outputs and the state dir.
+    pub fn jar_names(&self) -> Vec<String> {
+        let outputs = [
+            "classpath",
+            "spark-classpath.env",
+            "spark-localizer-report.json",
+            ".spark-localizer",
+        ];
+        let mut names: Vec<String> = std::fs::read_dir(&self.jars)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !outputs.contains(&n.as_str()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Everything the binary said or wrote: stdout, stderr, the jars and files dirs
+    /// (outputs, state records) and the termination log. Helper files are not included.
+    pub fn all_output(&self, out: &Outcome) -> String {
+        let mut all = format!("{}\n{}\n", out.stdout, out.stderr);
+        let mut stack = vec![self.jars.clone(), self.files.clone(), self.term_log.clone()];
+        while let Some(path) = stack.pop() {
+            if path.is_dir() {
+                stack.extend(
+                    std::fs::read_dir(&path)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path()),
+                );
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                all.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+        all
+    }
+}
+
+/// Panics if any planted secret (or the basic-auth token built from one) appears.
+#[track_caller]
+pub fn assert_no_secrets(what: &str, text: &str) {
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode("user:SECRETPW");
+    for secret in SECRETS.iter().copied().chain([basic.as_str()]) {
+        assert!(
+            !text.contains(secret),
+            "secret {secret:?} leaked in {what}:\n{text}"
+        );
+    }
+}
+
+/// One invocation being assembled: `BIN [global] SUB [dirs+defaults] [args]`.
+pub struct Run<'a> {
+    sandbox: &'a Sandbox,
+    sub: &'static str,
+    global: Vec<OsString>,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    dirs: bool,
+    timeout: Duration,
+}
+
+impl<'a> Run<'a> {
+    fn new(sandbox: &'a Sandbox, sub: &'static str) -> Run<'a> {
+        Run {
+            sandbox,
+            sub,
+            global: Vec::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            dirs: true,
+            timeout: Duration::from_secs(90),
+        }
+    }
+
+    /// Flags before the subcommand (`-v`, `--log-format json`).
+    pub fn global<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.global.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn arg(self, arg: impl Into<OsString>) -> Self {
+        self.args([arg])
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Leaves out `--jars-dir` / `--files-dir` (to test other ways of setting them).
+    pub fn no_dirs(mut self) -> Self {
+        self.dirs = false;
+        self
+    }
+
+    pub fn command(&self) -> Command {
+        let sb = self.sandbox;
+        let mut cmd = Command::new(BIN);
+        cmd.args(&self.global).arg(self.sub);
+        if self.dirs {
+            cmd.arg("--jars-dir")
+                .arg(&sb.jars)
+                .arg("--files-dir")
+                .arg(&sb.files);
+        }
+        cmd.arg("--termination-log").arg(&sb.term_log);
+        cmd.args(["--retry-delay", "1ms", "--no-progress"])
+            .args(&self.args);
+        for (name, _) in std::env::vars() {
+            let lower = name.to_ascii_lowercase();
+            if name.starts_with("SPARK_LOCALIZER_")
+                || lower.ends_with("_proxy")
+                || name == "RUST_LOG"
+                || name == "SSL_CERT_FILE"
+            {
+                cmd.env_remove(&name);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    pub fn spawn(&self) -> Child {
+        self.command().spawn().expect("spawn spark-localizer")
+    }
+
+    /// Runs to completion (killed after a generous timeout) and captures everything.
+    pub fn run(&self) -> Outcome {
+        let cmd = self.command();
+        let cmdline = format!("{cmd:?}");
+        let start = Instant::now();
+        let mut child = self.spawn();
+        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > self.timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{cmdline} still running after {:?}; killed", self.timeout);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = start.elapsed();
+        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+        Outcome {
+            code: status.code(),
+            stdout,
+            stderr,
+            elapsed,
+            cmdline,
+        }
+    }
+}
+
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+/// Waits up to `limit` for `cond`, polling.
+pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// The absolute path as a string (for building expected classpaths).
+pub fn s(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}

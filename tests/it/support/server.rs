@@ -1,0 +1,398 @@
+//! A tiny HTTP/1.1 server on 127.0.0.1:0 that misbehaves on purpose.
+//!
+//! It serves a map of path -> bytes (with a strong ETag, `Range: bytes=N-` /
+//! `bytes=N-M` and `If-Range`), keeps connections alive, records every request,
+//! and applies per-path fault scripts: a fault bound to the Nth GET of a path
+//! fires once, an "always" fault fires on every request (HEAD included). It runs
+//! on its own thread and tokio runtime so synchronous tests can use it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+/// One way to misbehave.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Answer with this status (and a tiny body) instead of the file.
+    Status(u16),
+    /// Send the headers and the first K body bytes, then reset the connection (RST).
+    ResetAfter(usize),
+    /// Announce the full Content-Length, send only K body bytes, then close cleanly.
+    ShortBody(usize),
+    /// Send K body bytes, then nothing for this long, then close.
+    StallAfter(usize, Duration),
+    /// Redirect with this status (301, 302, 307, ...) to an absolute URL.
+    Redirect(u16, String),
+    /// Ignore `Range`/`If-Range`, answer 200 with the whole body, no `Accept-Ranges`.
+    NoRange,
+}
+
+/// A request as the server saw it. Header names are lower-case.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub method: String,
+    /// Path and query, as sent.
+    pub target: String,
+    /// Path without the query.
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    nth: HashMap<usize, Fault>,
+    always: Option<Fault>,
+}
+
+#[derive(Default)]
+struct State {
+    files: HashMap<String, (Arc<Vec<u8>>, String)>,
+    scripts: HashMap<String, Script>,
+    gets: HashMap<String, usize>,
+    log: Vec<Request>,
+}
+
+/// The running server; stops (and drops every connection) on Drop.
+pub struct FaultServer {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FaultServer {
+    pub fn start() -> FaultServer {
+        let state = Arc::new(Mutex::new(State::default()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let shared = state.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("test server runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind 127.0.0.1:0");
+                ready_tx.send(listener.local_addr().unwrap()).unwrap();
+                let accept = async {
+                    while let Ok((stream, _)) = listener.accept().await {
+                        tokio::spawn(serve(stream, shared.clone()));
+                    }
+                };
+                tokio::select! { _ = accept => {}, _ = stopped => {} }
+            });
+            // Dropping the runtime cancels every connection task (stalls included).
+        });
+        let addr = ready_rx.recv().expect("test server failed to start");
+        FaultServer {
+            addr,
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port(), path)
+    }
+
+    /// Serves `body` at `path` (replacing what was there, with a new ETag).
+    pub fn put(&self, path: &str, body: impl Into<Vec<u8>>) {
+        let body = body.into();
+        let etag = format!("\"{}\"", &super::sha256_hex(&body)[..16]);
+        self.state()
+            .files
+            .insert(path.to_string(), (Arc::new(body), etag));
+    }
+
+    pub fn etag(&self, path: &str) -> String {
+        self.state().files[path].1.clone()
+    }
+
+    /// Applies `fault` to the `nth` (1-based) GET of `path`, once.
+    pub fn on(&self, path: &str, nth: usize, fault: Fault) {
+        self.state()
+            .scripts
+            .entry(path.to_string())
+            .or_default()
+            .nth
+            .insert(nth, fault);
+    }
+
+    /// Applies `fault` to every request of `path`.
+    pub fn always(&self, path: &str, fault: Fault) {
+        self.state()
+            .scripts
+            .entry(path.to_string())
+            .or_default()
+            .always = Some(fault);
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state().log.clone()
+    }
+
+    pub fn requests_for(&self, path: &str) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    /// GET requests for `path` since the last `clear_log`.
+    pub fn gets(&self, path: &str) -> Vec<Request> {
+        self.requests_for(path)
+            .into_iter()
+            .filter(|r| r.method == "GET")
+            .collect()
+    }
+
+    pub fn clear_log(&self) {
+        self.state().log.clear();
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for FaultServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A URL on 127.0.0.1 where nothing listens (connection refused).
+pub fn refused_url(path: &str) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("http://127.0.0.1:{port}{path}")
+}
+
+/// What one response looks like before any fault mangles its body.
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
+    let mut conn = BufReader::new(stream);
+    loop {
+        let Some(req) = read_request(&mut conn).await else {
+            return;
+        };
+        let close = req
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let (fault, file) = {
+            let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+            s.log.push(req.clone());
+            let nth = if req.method == "GET" {
+                let n = s.gets.entry(req.path.clone()).or_default();
+                *n += 1;
+                *n
+            } else {
+                0
+            };
+            let script = s.scripts.get(&req.path);
+            let fault = script.and_then(|sc| sc.nth.get(&nth).or(sc.always.as_ref()).cloned());
+            (fault, s.files.get(&req.path).cloned())
+        };
+        let reply = respond(&req, fault.as_ref(), file);
+        let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
+        for (name, value) in &reply.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let body: &[u8] = if req.method == "HEAD" {
+            &[]
+        } else {
+            &reply.body
+        };
+        let out = conn.get_mut();
+        let cut = match fault {
+            Some(Fault::ResetAfter(k) | Fault::ShortBody(k) | Fault::StallAfter(k, _)) => {
+                k.min(body.len())
+            }
+            _ => body.len(),
+        };
+        if out.write_all(head.as_bytes()).await.is_err()
+            || out.write_all(&body[..cut]).await.is_err()
+        {
+            return;
+        }
+        let _ = out.flush().await;
+        if req.method != "HEAD" && reply.status < 300 {
+            match fault {
+                // Give the client time to read the prefix, then abort with an RST.
+                Some(Fault::ResetAfter(_)) => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let _ = out.set_zero_linger();
+                    return;
+                }
+                Some(Fault::ShortBody(_)) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let _ = out.shutdown().await;
+                    return;
+                }
+                Some(Fault::StallAfter(_, d)) => {
+                    tokio::time::sleep(d).await;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if close {
+            return;
+        }
+    }
+}
+
+fn respond(req: &Request, fault: Option<&Fault>, file: Option<(Arc<Vec<u8>>, String)>) -> Reply {
+    match fault {
+        Some(Fault::Status(code)) => return text(*code, "injected fault\n"),
+        Some(Fault::Redirect(code, to)) => {
+            let mut r = text(*code, "");
+            r.headers.push(("Location", to.clone()));
+            return r;
+        }
+        _ => {}
+    }
+    let Some((data, etag)) = file else {
+        return text(404, "not found\n");
+    };
+    let ranges = !matches!(fault, Some(Fault::NoRange));
+    let len = data.len();
+    let mut headers = vec![
+        ("ETag", etag.clone()),
+        ("Content-Type", "application/octet-stream".into()),
+    ];
+    if ranges {
+        headers.push(("Accept-Ranges", "bytes".into()));
+    }
+    let fresh = req.header("if-range").is_none_or(|v| v == etag);
+    let range = req
+        .header("range")
+        .filter(|_| ranges && fresh)
+        .and_then(parse_range);
+    let (status, start, end) = match range {
+        Some((s, _)) if s >= len => {
+            let mut r = text(416, "");
+            r.headers.push(("Content-Range", format!("bytes */{len}")));
+            return r;
+        }
+        Some((s, e)) => (206, s, e.map_or(len, |e| (e + 1).min(len))),
+        None => (200, 0, len),
+    };
+    if status == 206 {
+        headers.push(("Content-Range", format!("bytes {start}-{}/{len}", end - 1)));
+    }
+    headers.push(("Content-Length", (end - start).to_string()));
+    Reply {
+        status,
+        headers,
+        body: data[start..end].to_vec(),
+    }
+}
+
+fn text(status: u16, body: &str) -> Reply {
+    let headers = vec![
+        ("Content-Length", body.len().to_string()),
+        ("Content-Type", "text/plain".into()),
+    ];
+    Reply {
+        status,
+        headers,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// `bytes=N-` or `bytes=N-M` (inclusive end); anything else is ignored.
+fn parse_range(v: &str) -> Option<(usize, Option<usize>)> {
+    let (start, end) = v.trim().strip_prefix("bytes=")?.split_once('-')?;
+    let end = if end.is_empty() {
+        None
+    } else {
+        Some(end.parse().ok()?)
+    };
+    Some((start.parse().ok()?, end))
+}
+
+async fn read_request(conn: &mut BufReader<TcpStream>) -> Option<Request> {
+    let mut line = String::new();
+    conn.read_line(&mut line).await.ok().filter(|n| *n > 0)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let target = parts.next()?.to_string();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        conn.read_line(&mut line).await.ok().filter(|n| *n > 0)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (name, value) = l.split_once(':')?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let path = target.split('?').next().unwrap_or_default().to_string();
+    Some(Request {
+        method,
+        target,
+        path,
+        headers,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        416 => "Range Not Satisfiable",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Whatever",
+    }
+}
