@@ -28,7 +28,8 @@ for name, size in [("celeborn-client-spark-3-shaded_2.12-0.5.1.jar", 3 << 20),
 with open("repo/conf/log4j2.properties", "w") as f:
     f.write("rootLogger.level = info\n")
 PY
-(cd repo && sha256sum org/apache/celeborn/0.5.1/*.jar conf/* | sed 's#  .*/#  #') > pins.sha256
+# Pins keyed by destination name (the jdbc jar is renamed with #postgresql.jar).
+(cd repo && sha256sum org/apache/celeborn/0.5.1/*.jar conf/* | sed 's#  .*/#  #; s#jdbc-driver.jar#postgresql.jar#') > pins.sha256
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server --bind 127.0.0.1 --directory repo "$port" >server.log 2>&1 &
@@ -61,4 +62,8 @@ echo
 echo "== a restarted init container re-verifies and fetches nothing"
 "$bin" fetch --jars "$jars" --files "$files" --checksums pins.sha256 \
   --jars-dir "$work/spark-jars" --files-dir "$work/spark-files"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("\n".join(f"{a[\"status\"]:8} {a[\"uri\"]}" for a in r["artifacts"]))' spark-jars/spark-localizer-report.json
+python3 - spark-jars/spark-localizer-report.json <<'PY'
+import json, sys
+for a in json.load(open(sys.argv[1]))["artifacts"]:
+    print(f"{a['status']:8} {a['uri']}")
+PY

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
 use crate::engine::{self, Options, Outcome, Status};
 use crate::exit::ExitCode;
 use crate::output;
@@ -75,7 +75,21 @@ pub fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> Exi
     for line in &lines {
         error!("{line}");
     }
-    if termination {
+    // Never write the message into a destination directory: the misconfiguration
+    // may be that the termination log points at an artifact.
+    let into_destination = args.termination_log.as_deref().is_some_and(|path| {
+        let dirs = [
+            args.jars_dir
+                .clone()
+                .unwrap_or_else(|| DEFAULT_JARS_DIR.into()),
+            args.files_dir
+                .clone()
+                .unwrap_or_else(|| DEFAULT_FILES_DIR.into()),
+        ];
+        path.parent()
+            .is_some_and(|parent| dirs.iter().any(|d| d == parent))
+    });
+    if termination && !into_destination {
         let text = output::termination_text("invalid configuration", &lines);
         write_termination(args.termination_log.as_deref(), &text);
     }

@@ -107,16 +107,17 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-/// Names spark-localizer writes itself next to the jars, which artifacts may not take.
-fn reserved_names(settings: &Settings) -> Vec<(PathBuf, String)> {
-    [
-        &settings.classpath_file,
-        &settings.env_file,
-        &settings.report,
-    ]
-    .iter()
-    .filter_map(|p| Some((p.parent()?.to_owned(), p.file_name()?.to_str()?.to_owned())))
-    .collect()
+/// Paths spark-localizer writes itself, which artifacts may not take, with the flag naming each.
+fn reserved_paths(settings: &Settings) -> Vec<(&PathBuf, &'static str)> {
+    let mut paths = vec![
+        (&settings.classpath_file, "--classpath-file"),
+        (&settings.env_file, "--env-file"),
+        (&settings.report, "--report"),
+    ];
+    if let Some(log) = &settings.termination_log {
+        paths.push((log, "--termination-log"));
+    }
+    paths
 }
 
 /// Builds the plan from resolved settings.
@@ -141,15 +142,15 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         }
     }
 
-    let reserved = reserved_names(settings);
+    let reserved = reserved_paths(settings);
     let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
     for a in &artifacts {
-        let Target::Fetch { dir, path } = &a.target else {
+        let Target::Fetch { path, .. } = &a.target else {
             continue;
         };
-        if reserved.iter().any(|(d, n)| d == dir && *n == a.name) {
+        if let Some((_, flag)) = reserved.iter().find(|(p, _)| p.as_path() == path.as_path()) {
             problems.push(format!(
-                "invalid {}: {} would overwrite spark-localizer's own output {}; rename it with #alias",
+                "invalid {}: {} would overwrite {}, the file named by {flag}; give the artifact another name with #alias or point {flag} elsewhere",
                 a.origin,
                 a.shown,
                 path.display()

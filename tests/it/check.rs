@@ -95,3 +95,29 @@ fn check_never_prints_secrets() {
         "probe should use the credentials: {probe:#?}"
     );
 }
+
+#[test]
+fn config_error_check_writes_no_termination_log_fetch_does() {
+    let bad = "ftp://127.0.0.1/a.jar";
+    let sb = Sandbox::new();
+    sb.check()
+        .args(["--jars", bad])
+        .run()
+        .expect_code(2)
+        .expect_stderr(bad);
+    assert!(
+        !sb.term_log.exists(),
+        "check wrote a termination log: {:?}",
+        sb.term_log_text()
+    );
+
+    sb.fetch()
+        .args(["--jars", bad])
+        .run()
+        .expect_code(2)
+        .expect_stderr(bad);
+    let term = sb
+        .term_log_text()
+        .expect("fetch writes the termination log on a config error");
+    assert!(term.contains(bad), "termination log lacks {bad}:\n{term}");
+}

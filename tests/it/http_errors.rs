@@ -191,3 +191,24 @@ fn redirect_within_the_origin_keeps_credentials() {
     );
     assert_eq!(r.header("x-api-token"), Some("SECRETHDR"), "{r:#?}");
 }
+
+#[test]
+fn redirect_to_a_file_uri_is_refused() {
+    let server = FaultServer::start();
+    server.always("/a.jar", Fault::Redirect(302, "file:///etc/passwd".into()));
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar");
+    let out = sb.fetch().args(["--jars", &url, "--retries", "3"]).run();
+    out.expect_code(3)
+        .expect_stderr(&url)
+        .expect_stderr("not http(s)")
+        .expect_stderr("file:///etc/passwd");
+    assert_eq!(
+        server.gets("/a.jar").len(),
+        1,
+        "a redirect off http(s) is final: no retry"
+    );
+    assert!(!sb.jar("a.jar").exists());
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    assert_eq!(sb.artifact("a.jar")["status"], "failed");
+}

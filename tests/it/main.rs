@@ -9,6 +9,8 @@ mod integrity;
 mod nginx;
 mod outputs;
 mod restart;
+mod resume;
+mod scheduling;
 mod secrets;
 mod tls;
 mod transient;

@@ -1,7 +1,11 @@
-//! Against a real nginx: 200 files of mixed sizes arrive byte-identical, classpath in declared order.
+//! Against a real nginx: 200 files of mixed sizes arrive byte-identical, classpath
+//! in declared order (over HTTP/1.1); and over HTTPS the transfers use HTTP/2.
+
+use std::time::Duration;
 
 use crate::support::nginx::Nginx;
-use crate::support::{data, s, sha256_hex, Sandbox};
+use crate::support::pki::Pki;
+use crate::support::{data, s, sha256_hex, wait_for, Sandbox};
 
 #[test]
 fn two_hundred_files_from_nginx() {
@@ -71,4 +75,60 @@ fn two_hundred_files_from_nginx() {
         sb.artifact(first)["sha256"],
         sha256_hex(&data(*seed, *size))
     );
+    let log = nginx.access_log();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("GET ") && l.contains(" HTTP/1.1 ")),
+        "plain HTTP should be HTTP/1.1: {:?}",
+        &log[..log.len().min(5)]
+    );
+}
+
+#[test]
+fn https_nginx_serves_over_http2() {
+    let root = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..20).map(|i| format!("h2-{i:02}.jar")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let size = 1000 + i * 37_000;
+        std::fs::write(root.path().join(name), data(500 + i as u64, size)).unwrap();
+    }
+    let pki = Pki::new();
+    let Some(nginx) = Nginx::start_tls(root.path(), &pki) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let ca = sb.write("ca.pem", &pki.ca_pem);
+    let urls: Vec<String> = names.iter().map(|n| nginx.url(n)).collect();
+    sb.fetch()
+        .args(["--jars", &urls.join(",")])
+        .arg("--ca-cert")
+        .arg(&ca)
+        .run()
+        .expect_code(0);
+    for (i, name) in names.iter().enumerate() {
+        let got = std::fs::read(sb.jar(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            got == data(500 + i as u64, 1000 + i * 37_000),
+            "{name} differs from what nginx served"
+        );
+        assert_eq!(sb.artifact(name)["status"], "fetched");
+    }
+
+    // nginx logs a request when it finishes it, which may trail the client a little.
+    let gets = || -> Vec<String> {
+        nginx
+            .access_log()
+            .into_iter()
+            .filter(|l| l.starts_with("GET "))
+            .collect()
+    };
+    wait_for(Duration::from_secs(5), || gets().len() >= names.len());
+    let gets = gets();
+    assert_eq!(gets.len(), names.len(), "{gets:#?}");
+    for line in &gets {
+        assert!(
+            line.contains(" HTTP/2.0 200"),
+            "not an HTTP/2 GET: {line:?} (all: {gets:#?})"
+        );
+    }
 }

@@ -259,3 +259,20 @@ fn termination_log_is_bounded_and_written_in_place() {
         "termination log replaced, not written in place"
     );
 }
+
+#[test]
+fn file_uri_with_a_single_slash_is_copied() {
+    // Spark writes local paths as `file:/abs/path`.
+    let sb = Sandbox::new();
+    let src = sb.write("x.jar", data(9, 54_321));
+    let out = sb
+        .fetch()
+        .args(["--jars", &format!("file:{}", s(&src))])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("x.jar")).unwrap(), data(9, 54_321));
+    let a = sb.artifact("x.jar");
+    assert_eq!(a["status"], "copied", "{a:#}");
+    assert_eq!(a["sha256"], sha256_hex(&data(9, 54_321)), "{a:#}");
+    assert_eq!(sb.classpath(), format!("{}\n", s(&sb.jar("x.jar"))));
+}

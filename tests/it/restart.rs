@@ -1,5 +1,7 @@
 //! A SIGKILL mid-download (the kubelet restarting the init container) never leaves a
 //! file under a final name; the rerun completes, and a further rerun fetches nothing.
+//! A SIGTERM (the pod being deleted) stops promptly with exit code 7, cleans up and
+//! still writes the report and the termination message.
 
 use std::time::Duration;
 
@@ -83,4 +85,57 @@ fn sigkill_mid_download_then_rerun_completes_and_skips_complete_files() {
         crate::support::s(&sb.jar("small.jar"))
     );
     assert_eq!(sb.classpath(), expected);
+}
+
+#[test]
+fn sigterm_mid_transfer_exits_7_and_cleans_up() {
+    let server = FaultServer::start();
+    server.put("/big.jar", data(3, 2 << 20));
+    server.always(
+        "/big.jar",
+        Fault::StallAfter(64 * 1024, Duration::from_secs(120)),
+    );
+    let sb = Sandbox::new();
+    let url = server.url("/big.jar");
+    let running = sb.fetch().args(["--jars", &url]).start();
+    let mid_transfer = wait_for(Duration::from_secs(20), || {
+        server.gets("/big.jar").len() == 1 && !sb.leftovers().is_empty()
+    });
+    assert!(
+        mid_transfer,
+        "never saw the transfer start:\n{}",
+        running.stderr_so_far()
+    );
+    std::thread::sleep(Duration::from_millis(200)); // well into the stalled body
+    let sent = std::time::Instant::now();
+    running.signal("TERM");
+    let out = running.finish();
+    let took = sent.elapsed();
+    out.expect_code(7);
+    assert!(
+        took < Duration::from_secs(5),
+        "exit took {took:?} after SIGTERM\n{out}"
+    );
+    assert!(
+        sb.leftovers().is_empty(),
+        "partial files left after SIGTERM: {:?}",
+        sb.leftovers()
+    );
+    assert!(
+        !sb.jar("big.jar").exists(),
+        "an interrupted transfer appeared under its final name"
+    );
+    let report = sb.report();
+    assert_eq!(report["exit_code"], 7, "{report:#}");
+    assert_eq!(report["ok"], false, "{report:#}");
+    let a = sb.artifact("big.jar");
+    assert_eq!(a["status"], "failed", "{a:#}");
+    assert!(
+        a["error"]
+            .as_str()
+            .is_some_and(|e| e.to_lowercase().contains("interrupted")),
+        "{a:#}"
+    );
+    let term = sb.term_log_text().expect("termination log written");
+    assert!(term.contains(&url), "termination log lacks {url}:\n{term}");
 }

@@ -8,33 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::support::pki::Pki;
 use crate::support::{data, s, sha256_hex, Sandbox};
-
-struct Pki {
-    ca_pem: String,
-    cert: rustls::pki_types::CertificateDer<'static>,
-    key: Vec<u8>,
-}
-
-fn pki() -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "spark-localizer test CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
-    Pki {
-        ca_pem: ca.pem(),
-        cert: leaf.der().clone(),
-        key: leaf_key.serialize_der(),
-    }
-}
 
 /// A one-file HTTPS server (HTTP/1.1, Connection: close) on 127.0.0.1; counts connections.
 struct TlsServer {
@@ -45,14 +20,12 @@ struct TlsServer {
 impl TlsServer {
     fn start(pki: &Pki, body: Vec<u8>) -> TlsServer {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let (chain, key) = pki.server_identity();
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(
-                vec![pki.cert.clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.key.clone().into()),
-            )
+            .with_single_cert(chain, key)
             .unwrap();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
@@ -101,7 +74,7 @@ impl TlsServer {
 
 #[test]
 fn untrusted_certificate_fails_fast_with_a_hint() {
-    let pki = pki();
+    let pki = Pki::new();
     let server = TlsServer::start(&pki, data(1, 1000));
     let sb = Sandbox::new();
     let out = sb
@@ -119,7 +92,7 @@ fn untrusted_certificate_fails_fast_with_a_hint() {
 
 #[test]
 fn ca_cert_flag_and_ssl_cert_file_are_trusted() {
-    let pki = pki();
+    let pki = Pki::new();
     let body = data(2, 300_000);
     let server = TlsServer::start(&pki, body.clone());
     let sb = Sandbox::new();
@@ -200,7 +173,7 @@ fn works_in_an_empty_chroot_with_only_a_ca_file() {
         eprintln!("SKIP: the chroot test needs root");
         return;
     }
-    let pki = pki();
+    let pki = Pki::new();
     let body = data(3, 100_000);
     let server = TlsServer::start(&pki, body.clone());
     let root = tempfile::Builder::new()

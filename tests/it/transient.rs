@@ -157,3 +157,30 @@ fn permanent_stall_hits_the_deadline() {
     let term = sb.term_log_text().expect("termination log written");
     assert!(term.contains(&url), "termination log lacks {url}:\n{term}");
 }
+
+#[test]
+fn deadline_message_carries_the_last_error() {
+    let server = FaultServer::start();
+    server.put("/busy.jar", data(7, 10_000));
+    server.always("/busy.jar", Fault::Status(503));
+    let sb = Sandbox::new();
+    let url = server.url("/busy.jar");
+    let out = sb
+        .fetch()
+        .args(["--jars", &url, "--retries", "100", "--deadline", "2s"])
+        .retry_delay("200ms")
+        .run();
+    out.expect_code(5).expect_stderr(&url).expect_stderr("503");
+    assert!(
+        out.elapsed < Duration::from_secs(20),
+        "deadline 2s but took {:?}",
+        out.elapsed
+    );
+    let a = sb.artifact("busy.jar");
+    assert_eq!(a["status"], "failed", "{a:#}");
+    assert!(a["attempts"].as_u64().is_some_and(|n| n >= 2), "{a:#}");
+    assert!(
+        a["error"].as_str().is_some_and(|e| e.contains("503")),
+        "{a:#}"
+    );
+}

@@ -115,3 +115,85 @@ fn malformed_checksums_and_durations_are_config_errors() {
     );
     rejected(&["--retry-delay", "soon"], &["--retry-delay"]);
 }
+
+#[test]
+fn zero_durations_are_rejected_naming_the_flag() {
+    for flag in ["--progress-interval", "--stall-timeout", "--deadline"] {
+        rejected(&[flag, "0"], &[flag]);
+    }
+}
+
+#[test]
+fn termination_log_on_a_jar_destination_is_a_collision() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(1, 1000));
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args(["--jars", &server.url("/a.jar")])
+        .termination_log(sb.jar("a.jar"))
+        .run();
+    out.expect_code(2)
+        .expect_stderr(sb.jar("a.jar").to_str().unwrap())
+        .expect_stderr("termination");
+    assert!(
+        server.requests().is_empty(),
+        "config error found after network traffic: {:#?}\n{out}",
+        server.requests()
+    );
+}
+
+#[test]
+fn colon_in_a_jar_name_is_rejected_files_may_have_one() {
+    rejected(
+        &["--jars", "{base}/a:b.jar"],
+        &["a:b.jar", "classpath separator", "#alias"],
+    );
+    rejected(
+        &["--jars", "{base}/lib.jar#x:y.jar"],
+        &["x:y.jar", "classpath separator", "#alias"],
+    );
+
+    let server = FaultServer::start();
+    server.put("/a:b.txt", data(2, 500));
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--files", &server.url("/a:b.txt")])
+        .run()
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read(sb.files.join("a:b.txt")).unwrap(),
+        data(2, 500)
+    );
+}
+
+#[test]
+fn every_configuration_problem_is_reported_at_once() {
+    rejected(
+        &[
+            "--jars",
+            "ftp://x/a.jar,http://127.0.0.1:9/dir/",
+            "--checksums",
+            "/nonexistent.sums",
+            "--http-header-file",
+            "/nonexistent.hdr",
+        ],
+        &[
+            "ftp://x/a.jar",
+            "http://127.0.0.1:9/dir/",
+            "/nonexistent.sums",
+            "/nonexistent.hdr",
+        ],
+    );
+}
+
+#[test]
+fn header_file_may_not_set_transfer_headers() {
+    for line in ["Host: evil", "Content-Length: 5"] {
+        let dir = tempfile::tempdir().unwrap();
+        let headers = dir.path().join("headers");
+        std::fs::write(&headers, format!("# a token\nX-Api-Token: t\n{line}\n")).unwrap();
+        let path = headers.to_str().unwrap();
+        rejected(&["--http-header-file", path], &[path, "line 3"]);
+    }
+}

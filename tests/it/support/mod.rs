@@ -2,17 +2,19 @@
 //! binary as a subprocess, an nginx fixture, and small data helpers.
 
 pub mod nginx;
+pub mod pki;
 pub mod server;
 
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-pub use server::{refused_url, Fault, FaultServer};
+pub use server::{refused_url, Fault, FaultServer, Request};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_spark-localizer");
 
@@ -257,6 +259,8 @@ pub struct Run<'a> {
     args: Vec<OsString>,
     env: Vec<(String, String)>,
     dirs: bool,
+    retry_delay: String,
+    term_log: PathBuf,
     timeout: Duration,
 }
 
@@ -269,8 +273,22 @@ impl<'a> Run<'a> {
             args: Vec::new(),
             env: Vec::new(),
             dirs: true,
+            retry_delay: "1ms".into(),
+            term_log: sandbox.term_log.clone(),
             timeout: Duration::from_secs(90),
         }
+    }
+
+    /// Replaces the default `--retry-delay 1ms` (the flag may be given only once).
+    pub fn retry_delay(mut self, delay: &str) -> Self {
+        self.retry_delay = delay.into();
+        self
+    }
+
+    /// Replaces the sandbox's `--termination-log` (the flag may be given only once).
+    pub fn termination_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.term_log = path.into();
+        self
     }
 
     /// Flags before the subcommand (`-v`, `--log-format json`).
@@ -309,8 +327,10 @@ impl<'a> Run<'a> {
                 .arg("--files-dir")
                 .arg(&sb.files);
         }
-        cmd.arg("--termination-log").arg(&sb.term_log);
-        cmd.args(["--retry-delay", "1ms", "--no-progress"])
+        cmd.arg("--termination-log").arg(&self.term_log);
+        cmd.arg("--retry-delay")
+            .arg(&self.retry_delay)
+            .arg("--no-progress")
             .args(&self.args);
         for (name, _) in std::env::vars() {
             let lower = name.to_ascii_lowercase();
@@ -333,44 +353,118 @@ impl<'a> Run<'a> {
         self.command().spawn().expect("spawn spark-localizer")
     }
 
-    /// Runs to completion (killed after a generous timeout) and captures everything.
-    pub fn run(&self) -> Outcome {
-        let cmd = self.command();
-        let cmdline = format!("{cmd:?}");
+    /// Starts the binary in the background; its output is collected as it comes.
+    pub fn start(&self) -> Running {
+        let cmdline = format!("{:?}", self.command());
         let start = Instant::now();
         let mut child = self.spawn();
-        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > self.timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{cmdline} still running after {:?}; killed", self.timeout);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let elapsed = start.elapsed();
-        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
-        Outcome {
-            code: status.code(),
+        let (stdout, stderr) = (Captured::default(), Captured::default());
+        let drains = [
+            stdout.drain(child.stdout.take()),
+            stderr.drain(child.stderr.take()),
+        ];
+        Running {
+            child,
             stdout,
             stderr,
-            elapsed,
+            drains,
+            start,
             cmdline,
+            timeout: self.timeout,
         }
+    }
+
+    /// Runs to completion (killed after a generous timeout) and captures everything.
+    pub fn run(&self) -> Outcome {
+        self.start().finish()
     }
 }
 
-fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut buf);
+/// Output of a running child, readable while it runs.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn drain<R: Read + Send + 'static>(&self, pipe: Option<R>) -> std::thread::JoinHandle<()> {
+        let buf = self.0.clone();
+        std::thread::spawn(move || {
+            let Some(mut pipe) = pipe else { return };
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        })
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A binary started with [`Run::start`].
+pub struct Running {
+    child: Child,
+    stdout: Captured,
+    stderr: Captured,
+    drains: [std::thread::JoinHandle<()>; 2],
+    start: Instant,
+    cmdline: String,
+    timeout: Duration,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        self.stderr.text()
+    }
+
+    /// Sends a signal (`TERM`, `INT`, ...) with `kill(1)`.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {} failed", self.pid());
+    }
+
+    /// Waits for the exit (killing it after the run's timeout) and captures everything.
+    pub fn finish(mut self) -> Outcome {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if self.start.elapsed() > self.timeout {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} still running after {:?}; killed\n--- stderr ---\n{}",
+                    self.cmdline,
+                    self.timeout,
+                    self.stderr.text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = self.start.elapsed();
+        for drain in self.drains {
+            drain.join().unwrap();
         }
-        String::from_utf8_lossy(&buf).into_owned()
-    })
+        Outcome {
+            code: status.code(),
+            stdout: self.stdout.text(),
+            stderr: self.stderr.text(),
+            elapsed,
+            cmdline: self.cmdline,
+        }
+    }
 }
 
 /// Waits up to `limit` for `cond`, polling.

@@ -3,8 +3,10 @@
 //! It serves a map of path -> bytes (with a strong ETag, `Range: bytes=N-` /
 //! `bytes=N-M` and `If-Range`), keeps connections alive, records every request,
 //! and applies per-path fault scripts: a fault bound to the Nth GET of a path
-//! fires once, an "always" fault fires on every request (HEAD included). It runs
-//! on its own thread and tokio runtime so synchronous tests can use it.
+//! fires once, an "always" fault fires on every request (HEAD included). An
+//! object can also be replaced right after its Nth GET (the object changing
+//! under a transfer). It runs on its own thread and tokio runtime so
+//! synchronous tests can use it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,6 +33,11 @@ pub enum Fault {
     Redirect(u16, String),
     /// Ignore `Range`/`If-Range`, answer 200 with the whole body, no `Accept-Ranges`.
     NoRange,
+    /// Serve the requested range even when `If-Range` names another version
+    /// (a broken cache or origin): a 206 of whatever the object is now.
+    IgnoreIfRange,
+    /// Send K body bytes, then wait until [`FaultServer::release`], then the rest.
+    Hold(usize),
 }
 
 /// A request as the server saw it. Header names are lower-case.
@@ -54,18 +61,24 @@ impl Request {
     }
 }
 
+/// An object and its ETag (quoted, as sent).
+type Object = (Arc<Vec<u8>>, String);
+
 #[derive(Default)]
 struct Script {
     nth: HashMap<usize, Fault>,
     always: Option<Fault>,
+    /// The object becomes this once the Nth GET has taken what it serves.
+    replace_after: HashMap<usize, Object>,
 }
 
-#[derive(Default)]
 struct State {
-    files: HashMap<String, (Arc<Vec<u8>>, String)>,
+    files: HashMap<String, Object>,
     scripts: HashMap<String, Script>,
     gets: HashMap<String, usize>,
     log: Vec<Request>,
+    /// Opened by `release()`; `Fault::Hold` waits for it.
+    gate: tokio::sync::watch::Sender<bool>,
 }
 
 /// The running server; stops (and drops every connection) on Drop.
@@ -78,7 +91,13 @@ pub struct FaultServer {
 
 impl FaultServer {
     pub fn start() -> FaultServer {
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State {
+            files: HashMap::new(),
+            scripts: HashMap::new(),
+            gets: HashMap::new(),
+            log: Vec::new(),
+            gate: tokio::sync::watch::Sender::new(false),
+        }));
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let shared = state.clone();
@@ -123,9 +142,30 @@ impl FaultServer {
     pub fn put(&self, path: &str, body: impl Into<Vec<u8>>) {
         let body = body.into();
         let etag = format!("\"{}\"", &super::sha256_hex(&body)[..16]);
+        self.put_tagged(path, body, &etag);
+    }
+
+    /// Serves `body` at `path` with this ETag (quoted, e.g. `"e1"`), even a wrong one.
+    pub fn put_tagged(&self, path: &str, body: impl Into<Vec<u8>>, etag: &str) {
         self.state()
             .files
-            .insert(path.to_string(), (Arc::new(body), etag));
+            .insert(path.to_string(), (Arc::new(body.into()), etag.to_string()));
+    }
+
+    /// Replaces the object at `path` with `body` / `etag` as soon as its `nth`
+    /// GET has started (that GET still serves the old object).
+    pub fn replace_after(&self, path: &str, nth: usize, body: impl Into<Vec<u8>>, etag: &str) {
+        self.state()
+            .scripts
+            .entry(path.to_string())
+            .or_default()
+            .replace_after
+            .insert(nth, (Arc::new(body.into()), etag.to_string()));
+    }
+
+    /// Lets every `Fault::Hold` response (now and later) send the rest of its body.
+    pub fn release(&self) {
+        self.state().gate.send_replace(true);
     }
 
     pub fn etag(&self, path: &str) -> String {
@@ -217,7 +257,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
         let close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let (fault, file) = {
+        let (fault, file, mut gate) = {
             let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
             s.log.push(req.clone());
             let nth = if req.method == "GET" {
@@ -227,9 +267,19 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             } else {
                 0
             };
-            let script = s.scripts.get(&req.path);
-            let fault = script.and_then(|sc| sc.nth.get(&nth).or(sc.always.as_ref()).cloned());
-            (fault, s.files.get(&req.path).cloned())
+            let script = s.scripts.get_mut(&req.path);
+            let (fault, replacement) = match script {
+                Some(sc) => (
+                    sc.nth.get(&nth).or(sc.always.as_ref()).cloned(),
+                    sc.replace_after.remove(&nth),
+                ),
+                None => (None, None),
+            };
+            let file = s.files.get(&req.path).cloned();
+            if let Some(new) = replacement {
+                s.files.insert(req.path.clone(), new);
+            }
+            (fault, file, s.gate.subscribe())
         };
         let reply = respond(&req, fault.as_ref(), file);
         let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
@@ -244,9 +294,12 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
         };
         let out = conn.get_mut();
         let cut = match fault {
-            Some(Fault::ResetAfter(k) | Fault::ShortBody(k) | Fault::StallAfter(k, _)) => {
-                k.min(body.len())
-            }
+            Some(
+                Fault::ResetAfter(k)
+                | Fault::ShortBody(k)
+                | Fault::StallAfter(k, _)
+                | Fault::Hold(k),
+            ) => k.min(body.len()),
             _ => body.len(),
         };
         if out.write_all(head.as_bytes()).await.is_err()
@@ -272,6 +325,14 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                     tokio::time::sleep(d).await;
                     return;
                 }
+                Some(Fault::Hold(_)) => {
+                    if gate.wait_for(|open| *open).await.is_err()
+                        || out.write_all(&body[cut..]).await.is_err()
+                    {
+                        return;
+                    }
+                    let _ = out.flush().await;
+                }
                 _ => {}
             }
         }
@@ -281,7 +342,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
     }
 }
 
-fn respond(req: &Request, fault: Option<&Fault>, file: Option<(Arc<Vec<u8>>, String)>) -> Reply {
+fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply {
     match fault {
         Some(Fault::Status(code)) => return text(*code, "injected fault\n"),
         Some(Fault::Redirect(code, to)) => {
@@ -303,7 +364,8 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<(Arc<Vec<u8>>, Str
     if ranges {
         headers.push(("Accept-Ranges", "bytes".into()));
     }
-    let fresh = req.header("if-range").is_none_or(|v| v == etag);
+    let fresh = matches!(fault, Some(Fault::IgnoreIfRange))
+        || req.header("if-range").is_none_or(|v| v == etag);
     let range = req
         .header("range")
         .filter(|_| ranges && fresh)
