@@ -36,5 +36,6 @@ cargo fmt --all -- --check
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 
-echo "==> cargo test"
-cargo test </dev/null
+# --all-targets: unit tests, then the integration binary (no empty doc-test run last).
+echo "==> cargo test --all-targets"
+cargo test --all-targets </dev/null

@@ -22,3 +22,4 @@ pub mod properties;
 pub mod redact;
 pub mod retry;
 pub mod source;
+pub mod transfer;

@@ -54,6 +54,8 @@ pub struct Bars {
     multi: MultiProgress,
     total: ProgressBar,
     active: Mutex<std::collections::HashMap<usize, ProgressBar>>,
+    files: AtomicUsize,
+    done: AtomicUsize,
 }
 
 impl Bars {
@@ -74,6 +76,8 @@ impl Bars {
             multi,
             total,
             active: Mutex::new(Default::default()),
+            files: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
         }
     }
 }
@@ -87,6 +91,7 @@ impl Default for Bars {
 impl Reporter for Bars {
     fn begin(&self, files: usize, bytes: u64) {
         self.total.set_length(bytes);
+        self.files.store(files, Ordering::Relaxed);
         self.total.set_message(format!("0/{files} files"));
     }
     fn start(&self, id: usize, name: &str, size: Option<u64>) {
@@ -117,11 +122,9 @@ impl Reporter for Bars {
         if let Some(bar) = self.active.lock().expect("lock").remove(&id) {
             bar.finish_and_clear();
         }
-        let files = self.total.message();
-        if let Some((done, all)) = files.split_once('/') {
-            let done: usize = done.parse().unwrap_or(0) + 1;
-            self.total.set_message(format!("{done}/{all}"));
-        }
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let files = self.files.load(Ordering::Relaxed);
+        self.total.set_message(format!("{done}/{files} files"));
     }
 }
 

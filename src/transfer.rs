@@ -1,0 +1,324 @@
+//! One artifact's transfer: attempts with backoff, resuming with ranges only
+//! when the answer continues the same object, sha256 while writing into a temp
+//! file, pin check, then the atomic publish and its state record.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncSeekExt, AsyncWriteExt, BufWriter};
+use tokio::time::timeout;
+use tracing::{debug, warn};
+
+use crate::dest::{self, Record, TempFile};
+use crate::duration::format_duration;
+use crate::engine::{Options, Outcome, Status};
+use crate::exit::ExitCode;
+use crate::plan::{Artifact, Target};
+use crate::progress::Reporter;
+use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
+
+/// Write buffer per transfer.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// What an unfinished transfer got to, for the message when it is cut off.
+#[derive(Default)]
+pub struct Trace {
+    attempts: AtomicU32,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Trace {
+    /// The outcome of a transfer cut off by the deadline or a signal.
+    pub fn failed(&self, code: ExitCode, message: String) -> Outcome {
+        let last = self.last_error.lock().expect("lock").take();
+        let message = match last {
+            Some(last) => format!("{message} (last error: {last})"),
+            None => message,
+        };
+        Outcome {
+            attempts: self.attempts.load(Ordering::Relaxed),
+            ..Outcome::failed(code, message)
+        }
+    }
+}
+
+pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
+    Record {
+        uri_sha256: dest::uri_digest(a.uri.as_str()),
+        size,
+        sha256: sha256.to_owned(),
+    }
+}
+
+/// The state of one transfer across attempts.
+struct Transfer {
+    file: BufWriter<tokio::fs::File>,
+    hasher: Sha256,
+    written: u64,
+    validator: Option<String>,
+    resumable: bool,
+    expected: Option<u64>,
+}
+
+impl Transfer {
+    /// Drops what was received so far (a retry that cannot resume).
+    async fn reset(&mut self, id: usize, reporter: &dyn Reporter) -> std::io::Result<()> {
+        if self.written == 0 {
+            return Ok(());
+        }
+        self.file.flush().await?;
+        let f = self.file.get_mut();
+        f.set_len(0).await?;
+        f.rewind().await?;
+        reporter.rewind(id, self.written);
+        self.hasher = Sha256::new();
+        self.written = 0;
+        Ok(())
+    }
+}
+
+/// An attempt failed either at the source or on local disk.
+enum AttemptError {
+    Source(SourceError),
+    Local(std::io::Error),
+}
+
+impl From<SourceError> for AttemptError {
+    fn from(e: SourceError) -> Self {
+        AttemptError::Source(e)
+    }
+}
+
+impl From<std::io::Error> for AttemptError {
+    fn from(e: std::io::Error) -> Self {
+        AttemptError::Local(e)
+    }
+}
+
+/// Fetches one artifact to its destination; never returns an error, only an outcome.
+pub async fn fetch_one(
+    id: usize,
+    a: &Artifact,
+    sources: &Sources,
+    opts: &Options,
+    reporter: &dyn Reporter,
+    size: Option<u64>,
+    trace: &Trace,
+) -> Outcome {
+    let Target::Fetch { dir, path } = &a.target else {
+        return Outcome::new(Status::Local);
+    };
+    let source = sources
+        .get(a.scheme)
+        .expect("fetched schemes have a source");
+    let local_error = |e: std::io::Error, what: &str| {
+        Outcome::failed(
+            ExitCode::LocalIo,
+            format!(
+                "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
+                a.shown,
+                path.display()
+            ),
+        )
+    };
+    let (tmp, file) = match TempFile::create(path).await {
+        Ok(pair) => pair,
+        Err(e) => return local_error(e, "create a temp file beside"),
+    };
+    let mut t = Transfer {
+        file: BufWriter::with_capacity(WRITE_BUFFER, file),
+        hasher: Sha256::new(),
+        written: 0,
+        validator: None,
+        resumable: false,
+        expected: None,
+    };
+    reporter.start(id, &a.name, size);
+
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        trace.attempts.store(attempts, Ordering::Relaxed);
+        match attempt(id, a, source.as_ref(), opts, reporter, &mut t).await {
+            Ok(()) => break,
+            Err(AttemptError::Local(e)) => {
+                let mut o = local_error(e, "write");
+                o.attempts = attempts;
+                return o;
+            }
+            Err(AttemptError::Source(e)) => {
+                if !e.is_transient() || attempts > opts.retries {
+                    let code = match e.kind {
+                        FaultKind::Integrity => ExitCode::Integrity,
+                        _ => ExitCode::Fetch,
+                    };
+                    let tried = if attempts > 1 {
+                        format!(" (after {attempts} attempts)")
+                    } else {
+                        String::new()
+                    };
+                    let mut o = Outcome::failed(code, format!("{e}{tried}"));
+                    o.attempts = attempts;
+                    return o;
+                }
+                *trace.last_error.lock().expect("lock") = Some(e.to_string());
+                let delay = opts.backoff.delay(attempts);
+                warn!(
+                    uri = %a.shown,
+                    "attempt {attempts}/{} failed: {e}; retrying in {}{}",
+                    opts.retries + 1,
+                    format_duration(delay),
+                    if t.resumable && t.written > 0 {
+                        format!(", resuming at byte {}", t.written)
+                    } else {
+                        String::new()
+                    }
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+
+    let publish = async {
+        t.file.flush().await?;
+        if opts.fsync {
+            t.file.get_ref().sync_all().await?;
+        }
+        std::io::Result::Ok(())
+    };
+    if let Err(e) = publish.await {
+        return local_error(e, "write");
+    }
+    let digest: [u8; 32] = t.hasher.finalize().into();
+    let hex_digest = hex::encode(digest);
+    if let Some(pin) = &a.pin {
+        if *pin != digest {
+            let mut o = Outcome::failed(
+                ExitCode::Integrity,
+                format!(
+                    "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
+                    a.shown,
+                    hex::encode(pin)
+                ),
+            );
+            o.attempts = attempts;
+            return o;
+        }
+    }
+    drop(t.file);
+    dest::remove_record(dir, &a.name);
+    if let Err(e) = tmp.publish(path).await {
+        return local_error(e, "rename into");
+    }
+    if let Err(e) = dest::write_record(dir, &a.name, &new_record(a, t.written, &hex_digest)) {
+        // The file is correct; only a restart will fetch it again.
+        warn!(uri = %a.shown, "cannot write the state record for {}: {e}", path.display());
+    }
+    debug!(uri = %a.shown, bytes = t.written, sha256 = %hex_digest, "published {}", path.display());
+    Outcome {
+        status: if a.scheme == Scheme::File {
+            Status::Copied
+        } else {
+            Status::Fetched
+        },
+        bytes: t.written,
+        sha256: Some(hex_digest),
+        attempts,
+        duration: Duration::ZERO,
+        failure: None,
+    }
+}
+
+/// One attempt: open (resuming when possible) and stream into the temp file.
+async fn attempt(
+    id: usize,
+    a: &Artifact,
+    source: &dyn Source,
+    opts: &Options,
+    reporter: &dyn Reporter,
+    t: &mut Transfer,
+) -> Result<(), AttemptError> {
+    if !t.resumable {
+        t.reset(id, reporter).await?;
+    }
+    let request = OpenRequest {
+        offset: t.written,
+        validator: t.validator.clone(),
+    };
+    let stalled = || {
+        SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: no data for {} (stall timeout)",
+                a.shown,
+                format_duration(opts.stall_timeout)
+            ),
+        )
+    };
+    let mut body = timeout(opts.stall_timeout, source.open(&a.uri, &request))
+        .await
+        .map_err(|_| stalled())??;
+    if body.offset == 0 {
+        // Asked to resume, answered from the start (no ranges, or If-Range said
+        // the object changed): what we hold is discarded.
+        t.reset(id, reporter).await?;
+    } else if body.offset != t.written
+        || body.meta.validator != t.validator
+        || (t.expected.is_some() && body.meta.size != t.expected)
+    {
+        // A range of something else (another offset, version or size): never
+        // splice it onto what we hold; start over on the next attempt.
+        t.resumable = false;
+        t.validator = None;
+        t.expected = None;
+        return Err(SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: the resumed range does not continue what was received (the object changed?); starting over",
+                a.shown
+            ),
+        )
+        .into());
+    }
+    if body.offset == 0 {
+        t.expected = body.meta.size;
+    }
+    t.validator = body.meta.validator.clone();
+    t.resumable = body.meta.ranges && (t.validator.is_some() || a.scheme == Scheme::File);
+
+    while let Some(chunk) = timeout(opts.stall_timeout, body.stream.next())
+        .await
+        .map_err(|_| stalled())?
+    {
+        let chunk = chunk?;
+        t.file.write_all(&chunk).await?;
+        t.hasher.update(&chunk);
+        t.written += chunk.len() as u64;
+        reporter.advance(id, chunk.len() as u64);
+    }
+    match t.expected {
+        Some(expected) if t.written < expected => Err(SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: body ended after {} of {expected} bytes",
+                a.shown, t.written
+            ),
+        )
+        .into()),
+        Some(expected) if t.written > expected => {
+            t.resumable = false;
+            Err(SourceError::new(
+                FaultKind::Integrity,
+                format!(
+                    "{}: received {} bytes, more than the announced {expected}",
+                    a.shown, t.written
+                ),
+            )
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
