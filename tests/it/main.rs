@@ -7,6 +7,7 @@ mod check;
 mod http_errors;
 mod integrity;
 mod nginx;
+mod observability;
 mod outputs;
 mod restart;
 mod resume;
