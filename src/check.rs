@@ -8,8 +8,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use crate::cli::{ArgOrigins, FetchArgs};
-use crate::config::Settings;
+use crate::config::{Origin, Settings};
 use crate::duration::format_duration;
+use crate::env_vars as env;
 use crate::exit::ExitCode;
 use crate::fetch::{config_failure, prepare};
 use crate::plan::{Plan, Target};
@@ -33,7 +34,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         Ok(ready) => ready,
         Err(message) => return config_failure(args, &message, false),
     };
-    print!("{}", describe(&settings, &plan));
+    print!("{}", describe(&settings, &plan, origins));
     let timeout = settings.http.connect_timeout + settings.stall_timeout;
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     print!("{text}");
@@ -47,7 +48,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
 }
 
 /// The resolved plan and settings, with origins; credentials by name only.
-fn describe(s: &Settings, plan: &Plan) -> String {
+fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "settings:");
     if let Some(p) = &s.properties_file {
@@ -71,13 +72,60 @@ fn describe(s: &Settings, plan: &Plan) -> String {
         format_duration(s.deadline.value),
         s.deadline.origin
     );
-    let _ = writeln!(
-        out,
-        "  parallelism {}, retries {}, stall timeout {}",
-        s.parallelism,
-        s.retries,
-        format_duration(s.stall_timeout)
-    );
+    let from = |id: &'static str, env_name: &'static str| origins.origin(id, env_name);
+    let rows: [(&str, String, Origin); 10] = [
+        (
+            "parallelism",
+            s.parallelism.to_string(),
+            from("parallelism", env::PARALLELISM),
+        ),
+        (
+            "retries",
+            s.retries.to_string(),
+            from("retries", env::RETRIES),
+        ),
+        (
+            "retry delay",
+            format_duration(s.retry_delay),
+            from("retry_delay", env::RETRY_DELAY),
+        ),
+        (
+            "stall timeout",
+            format_duration(s.stall_timeout),
+            from("stall_timeout", env::STALL_TIMEOUT),
+        ),
+        (
+            "connect timeout",
+            format_duration(s.http.connect_timeout),
+            from("connect_timeout", env::CONNECT_TIMEOUT),
+        ),
+        ("fsync", s.fsync.to_string(), from("fsync", env::FSYNC)),
+        (
+            "classpath file",
+            s.classpath_file.display().to_string(),
+            from("classpath_file", env::CLASSPATH_FILE),
+        ),
+        (
+            "env file",
+            s.env_file.display().to_string(),
+            from("env_file", env::ENV_FILE),
+        ),
+        (
+            "report",
+            s.report.display().to_string(),
+            from("report", env::REPORT),
+        ),
+        (
+            "termination log",
+            s.termination_log
+                .as_ref()
+                .map_or("none".to_owned(), |p| p.display().to_string()),
+            from("termination_log", env::TERMINATION_LOG),
+        ),
+    ];
+    for (name, value, origin) in rows {
+        let _ = writeln!(out, "  {name:<16} {value}  ({origin})");
+    }
     match &s.checksums {
         Some(c) => {
             let _ = writeln!(

@@ -3,15 +3,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration::parse_duration;
 
-/// A duration that must be more than zero (timeouts, intervals, deadlines).
-fn positive_duration(s: &str) -> Result<Duration, String> {
+/// A duration that must be more than zero (timeouts, intervals, deadlines)
+/// and at most [`crate::duration::MAX`].
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d.is_zero() {
         return Err(format!("'{s}' must be more than 0"));
+    }
+    if d > crate::duration::MAX {
+        return Err(format!("'{s}' is more than the maximum of 30 days"));
     }
     Ok(d)
 }
@@ -112,7 +117,7 @@ pub struct FetchArgs {
     pub http_header_file: Option<PathBuf>,
 
     /// fsync each file before publishing it (a restarted run re-verifies files anyway).
-    #[arg(long, env = env::FSYNC)]
+    #[arg(long, env = env::FSYNC, value_parser = BoolishValueParser::new())]
     pub fsync: bool,
 
     /// Where to write the `:`-joined classpath [default: <jars-dir>/classpath].
@@ -134,7 +139,7 @@ pub struct FetchArgs {
     pub termination_log: Option<PathBuf>,
 
     /// No progress bars or periodic progress lines.
-    #[arg(long, env = env::NO_PROGRESS)]
+    #[arg(long, env = env::NO_PROGRESS, value_parser = BoolishValueParser::new())]
     pub no_progress: bool,
 
     /// Interval between plain progress lines when stderr is not a terminal.
@@ -165,9 +170,14 @@ impl ArgOrigins {
         )
     }
 
-    /// True when `id` came from its `SPARK_LOCALIZER_*` environment twin.
-    pub fn is_env(&self, id: &str) -> bool {
-        matches!(self.0.get(id), Some(clap::parser::ValueSource::EnvVariable))
+    /// Where `id` came from: its flag, its environment twin, or the default.
+    pub fn origin(&self, id: &'static str, env_name: &'static str) -> crate::config::Origin {
+        use crate::config::Origin;
+        match self.0.get(id) {
+            Some(clap::parser::ValueSource::CommandLine) => Origin::Flag(flag_name(id)),
+            Some(clap::parser::ValueSource::EnvVariable) => Origin::Env(env_name),
+            _ => Origin::Default,
+        }
     }
 }
 
@@ -178,11 +188,36 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().try_get_matches_from(args)?;
+    // Env values may hold secrets (URIs with passwords): never show them in --help.
+    let hide = |c: clap::Command| c.mut_args(|a| a.hide_env_values(true));
+    let command = hide(Cli::command())
+        .mut_subcommand("fetch", hide)
+        .mut_subcommand("check", hide);
+    let matches = command.try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
     let origins = matches
         .subcommand()
         .map(|(_, sub)| ArgOrigins::from_matches(sub))
         .unwrap_or_default();
     Ok((cli, origins))
+}
+
+/// The flag of a clap id (`jars_dir` -> `jars-dir`), for messages.
+pub fn flag_name(id: &'static str) -> &'static str {
+    match id {
+        "jars_dir" => "jars-dir",
+        "files_dir" => "files-dir",
+        "ca_cert" => "ca-cert",
+        "retry_delay" => "retry-delay",
+        "stall_timeout" => "stall-timeout",
+        "connect_timeout" => "connect-timeout",
+        "classpath_file" => "classpath-file",
+        "env_file" => "env-file",
+        "termination_log" => "termination-log",
+        "http_header_file" => "http-header-file",
+        "properties_file" => "properties-file",
+        "no_progress" => "no-progress",
+        "progress_interval" => "progress-interval",
+        other => other,
+    }
 }

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::checksums::{Checksums, ChecksumsError};
-use crate::cli::{ArgOrigins, FetchArgs};
-use crate::duration::parse_duration;
+use crate::cli::{positive_duration, ArgOrigins, FetchArgs};
 use crate::env_vars as env;
 use crate::properties::{Properties, PropertiesError};
 use crate::source::http::{load_header_file, CaFile, HttpConfig, HttpSetupError};
@@ -122,13 +121,7 @@ impl Settings {
     /// user sees all of them at once.
     pub fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Settings {
         let mut problems = Vec::new();
-        let origin_of = |id: &'static str, env_name: &'static str| {
-            if origins.is_env(id) {
-                Origin::Env(env_name)
-            } else {
-                Origin::Flag(id_to_flag(id))
-            }
-        };
+        let origin_of = |id: &'static str, env_name: &'static str| origins.origin(id, env_name);
         let properties = args.properties_file.as_deref().and_then(|path| {
             Properties::load(path)
                 .map_err(|e| problems.push(e.into()))
@@ -210,24 +203,24 @@ impl Settings {
                 value,
                 origin: origin_of("deadline", env::DEADLINE),
             },
-            None => match from_props(keys::MOUNT_TIMEOUT).map(|v| (parse_duration(&v.value), v)) {
-                Some((Ok(value), v)) if !value.is_zero() => Sourced {
-                    value,
-                    origin: v.origin,
-                },
-                Some((parsed, _)) => {
-                    problems.push(ConfigError::Property {
-                        path: args.properties_file.clone().unwrap_or_default(),
-                        key: keys::MOUNT_TIMEOUT,
-                        reason: parsed
-                            .err()
-                            .unwrap_or_else(|| "must be more than 0".to_owned()),
-                    });
-                    Sourced {
-                        value: DEFAULT_DEADLINE,
-                        origin: Origin::Default,
+            None => match from_props(keys::MOUNT_TIMEOUT) {
+                Some(v) => match positive_duration(&v.value) {
+                    Ok(value) => Sourced {
+                        value,
+                        origin: v.origin,
+                    },
+                    Err(reason) => {
+                        problems.push(ConfigError::Property {
+                            path: args.properties_file.clone().unwrap_or_default(),
+                            key: keys::MOUNT_TIMEOUT,
+                            reason,
+                        });
+                        Sourced {
+                            value: DEFAULT_DEADLINE,
+                            origin: Origin::Default,
+                        }
                     }
-                }
+                },
                 None => Sourced {
                     value: DEFAULT_DEADLINE,
                     origin: Origin::Default,
@@ -323,15 +316,5 @@ fn push_uris(out: &mut Vec<Declared>, list: &str, origin: &Origin) {
                 origin: origin.clone(),
             });
         }
-    }
-}
-
-/// clap ids are snake_case; flags are kebab-case.
-fn id_to_flag(id: &'static str) -> &'static str {
-    match id {
-        "jars_dir" => "jars-dir",
-        "files_dir" => "files-dir",
-        "ca_cert" => "ca-cert",
-        other => other,
     }
 }

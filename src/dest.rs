@@ -47,8 +47,12 @@ pub fn write_record(dir: &Path, name: &str, record: &Record) -> std::io::Result<
     let state = dir.join(STATE_DIR);
     std::fs::create_dir_all(&state)?;
     let tmp = state.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))?;
-    std::fs::rename(&tmp, record_path(dir, name))
+    let written = std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))
+        .and_then(|()| std::fs::rename(&tmp, record_path(dir, name)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Forgets `name`: removes its record (before its file is replaced or removed).

@@ -11,6 +11,9 @@ const MAX_FRACTION_DIGITS: usize = 18;
 const EXAMPLES: &str = "expected a number with an optional unit ms, s, m/min or h, \
      e.g. 500ms, 30s, 1.5s, 5m, 2h (a bare number means seconds)";
 
+/// The longest timeout or deadline accepted (30 days).
+pub const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Parses a duration such as `500ms`, `30s`, `1.5s`, `5m`, `5min`, `2h` or
 /// `300` (a bare number means seconds, as in Spark's time settings).
 ///

@@ -107,7 +107,8 @@ pub async fn run(
         }
     }
 
-    // Directories: create and lock, sweep partials of killed runs, forget what the plan dropped.
+    // Directories: those the plan fetches into (created), and the configured ones
+    // that exist, so that even an empty plan clears what an earlier run left.
     let mut dirs: Vec<&Path> = Vec::new();
     for a in &plan.artifacts {
         if let Target::Fetch { dir, .. } = &a.target {
@@ -116,23 +117,50 @@ pub async fn run(
             }
         }
     }
+    for dir in &plan.dirs {
+        if dir.is_dir() && !dirs.contains(&dir.as_path()) {
+            dirs.push(dir);
+        }
+    }
     let mut _locks = Vec::new();
     for dir in dirs {
-        let prepared = match dest::lock_dir(dir, opts.deadline).await {
+        let locked = tokio::select! {
+            locked = dest::lock_dir(dir, opts.deadline) => locked,
+            () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+        };
+        let prepared = match locked {
             Ok(lock) => {
                 _locks.push(lock);
-                prepare_dir(dir, plan)
+                prepare_dir(dir, plan).map_err(|e| {
+                    (
+                        ExitCode::LocalIo,
+                        format!(
+                            "cannot prepare destination directory {}: {e}; check the volume mount and its permissions",
+                            dir.display()
+                        ),
+                    )
+                })
             }
-            Err(e) => Err(e),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err((
+                ExitCode::Deadline,
+                format!(
+                    "the deadline passed while another spark-localizer was working in {}",
+                    dir.display()
+                ),
+            )),
+            Err(e) => Err((
+                ExitCode::LocalIo,
+                format!(
+                    "cannot lock destination directory {}: {e}; check the volume mount and its permissions",
+                    dir.display()
+                ),
+            )),
         };
-        if let Err(e) = prepared {
-            let message = format!(
-                "cannot prepare destination directory {}: {e}; check the volume mount and its permissions",
-                dir.display()
-            );
+        if let Err((code, message)) = prepared {
+            tracing::warn!("{message}");
             for (i, a) in plan.artifacts.iter().enumerate() {
                 if matches!(&a.target, Target::Fetch { dir: d, .. } if d == dir) {
-                    outcomes[i] = Some(Outcome::failed(ExitCode::LocalIo, message.clone()));
+                    outcomes[i] = Some(Outcome::failed(code, format!("{}: {message}", a.shown)));
                 }
             }
         }
@@ -142,7 +170,7 @@ pub async fn run(
     let candidates: Vec<usize> = (0..plan.artifacts.len())
         .filter(|&i| outcomes[i].is_none())
         .collect();
-    let verified = futures_util::stream::iter(candidates)
+    let verify = futures_util::stream::iter(candidates)
         .map(|i| {
             let artifact = plan.artifacts[i].clone();
             async move {
@@ -151,8 +179,11 @@ pub async fn run(
             }
         })
         .buffer_unordered(opts.parallelism)
-        .collect::<Vec<_>>()
-        .await;
+        .collect::<Vec<_>>();
+    let verified = tokio::select! {
+        verified = verify => verified,
+        () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+    };
     let mut todo = Vec::new();
     for (i, kept) in verified {
         match kept {
@@ -169,7 +200,7 @@ pub async fn run(
     // Largest first. Sizes only matter when there are more transfers than slots.
     let mut sizes = vec![None; plan.artifacts.len()];
     if todo.len() > opts.parallelism {
-        let probes = futures_util::stream::iter(todo.iter().copied())
+        let probe_all = futures_util::stream::iter(todo.iter().copied())
             .map(|i| {
                 let a = &plan.artifacts[i];
                 let source = sources.get(a.scheme);
@@ -180,14 +211,17 @@ pub async fn run(
                 }
             })
             .buffer_unordered(opts.parallelism * 2)
-            .collect::<Vec<_>>()
-            .await;
+            .collect::<Vec<_>>();
+        let probes = tokio::select! {
+            probes = probe_all => probes,
+            () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+        };
         for (i, size) in probes.into_iter().flatten() {
             sizes[i] = Some(size);
         }
         todo.sort_by_key(|&i| std::cmp::Reverse(sizes[i].unwrap_or(0)));
     }
-    reporter.begin(todo.len(), sizes.iter().flatten().sum());
+    reporter.begin(todo.len());
 
     let permits = Arc::new(Semaphore::new(opts.parallelism));
     let results = futures_util::stream::iter(todo)
@@ -204,12 +238,6 @@ pub async fn run(
                     let _permit = permits.acquire().await.expect("semaphore open");
                     transfer::fetch_one(i, a, sources, opts, reporter.as_ref(), size, &trace).await
                 };
-                let mut cancel = opts.cancel.clone();
-                let cancelled = async move {
-                    if cancel.wait_for(|stop| *stop).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
                 let outcome = tokio::select! {
                     done = timeout_at(opts.deadline, work) => done.unwrap_or_else(|_| {
                         trace.failed(
@@ -221,7 +249,7 @@ pub async fn run(
                             ),
                         )
                     }),
-                    () = cancelled => trace.failed(
+                    () = cancelled(&opts.cancel) => trace.failed(
                         ExitCode::Interrupted,
                         format!("{}: interrupted by a signal before it was localized", a.shown),
                     ),
@@ -239,6 +267,33 @@ pub async fn run(
     outcomes
         .into_iter()
         .map(|o| o.expect("every artifact has an outcome"))
+        .collect()
+}
+
+/// Resolves when the stop signal arrives (never, if it cannot arrive).
+async fn cancelled(cancel: &tokio::sync::watch::Receiver<bool>) {
+    let mut cancel = cancel.clone();
+    if cancel.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Outcomes when a signal stops the run before transfers: the undecided are interrupted.
+fn interrupted(plan: &Plan, outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {
+    plan.artifacts
+        .iter()
+        .zip(outcomes)
+        .map(|(a, o)| {
+            o.unwrap_or_else(|| {
+                Outcome::failed(
+                    ExitCode::Interrupted,
+                    format!(
+                        "{}: interrupted by a signal before it was localized",
+                        a.shown
+                    ),
+                )
+            })
+        })
         .collect()
 }
 

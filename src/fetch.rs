@@ -157,9 +157,10 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
         }
     }
     let mut headline = format!(
-        "{} of {} artifacts failed",
+        "{} of {} artifact{} failed",
         failures.len(),
-        plan.artifacts.len()
+        plan.artifacts.len(),
+        if plan.artifacts.len() == 1 { "" } else { "s" }
     );
     if code == ExitCode::Ok {
         if let Err(e) = write_classpath(&settings, &plan) {
@@ -183,6 +184,12 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     }
     summarize(&outcomes, elapsed);
     if code != ExitCode::Ok {
+        // Outputs of an earlier successful run would name files this run removed.
+        for stale in [&settings.classpath_file, &settings.env_file] {
+            if std::fs::remove_file(stale).is_ok() {
+                info!("removed {} written by an earlier run", stale.display());
+            }
+        }
         write_termination(
             settings.termination_log.as_deref(),
             &output::termination_text(&headline, &failures),

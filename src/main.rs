@@ -1,18 +1,26 @@
 use spark_localizer::cli::{self, Command};
 use spark_localizer::exit::ExitCode;
-use spark_localizer::{check, fetch, logging};
+use spark_localizer::{check, fetch, logging, redact};
 
 fn main() {
+    // An empty SPARK_LOCALIZER_* variable means "not set" (as an unset flag).
+    for (name, value) in std::env::vars_os() {
+        if value.is_empty() && name.to_string_lossy().starts_with("SPARK_LOCALIZER_") {
+            std::env::remove_var(name);
+        }
+    }
     let (cli, origins) = match cli::parse_from(std::env::args_os()) {
         Ok(parsed) => parsed,
         Err(e) => {
-            // --help and --version exit 0; usage errors exit 2 (a configuration error).
-            let _ = e.print();
-            std::process::exit(if e.use_stderr() {
-                ExitCode::Config.code()
-            } else {
-                0
-            });
+            // Usage errors echo what was typed, which may hold a URI with a password.
+            let text = redact::scrub(&e.render().to_string());
+            if e.use_stderr() {
+                eprint!("{text}");
+                std::process::exit(ExitCode::Config.code());
+            }
+            // --help and --version.
+            print!("{text}");
+            std::process::exit(0);
         }
     };
     logging::init(cli.verbose, cli.quiet, cli.log_format);

@@ -4,13 +4,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use url::Url;
 
 use crate::config::{Declared, Origin, Settings};
 use crate::redact::{redact_url, register_url_secrets};
 use crate::source::Scheme;
+
+/// The longest destination name (bytes), leaving room for temp-file decorations.
+pub const MAX_NAME: usize = 200;
 
 /// Prefix reserved for spark-localizer's own temp and state files.
 pub const RESERVED_PREFIX: &str = ".spark-localizer";
@@ -72,6 +75,8 @@ impl Artifact {
 #[derive(Debug, Default)]
 pub struct Plan {
     pub artifacts: Vec<Artifact>,
+    /// The configured destination directories (jars, files), fetched into or not.
+    pub dirs: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -120,6 +125,28 @@ fn reserved_paths(settings: &Settings) -> Vec<(&PathBuf, &'static str)> {
     paths
 }
 
+/// Where `path` really leads: its longest existing ancestor canonicalized
+/// (symlinks and `..` resolved), the rest appended as written.
+fn resolved(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut base = path;
+    loop {
+        if let Ok(real) = base.canonicalize() {
+            return rest
+                .iter()
+                .rev()
+                .fold(real, |acc: PathBuf, part| acc.join(part));
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                base = parent;
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
 /// Builds the plan from resolved settings.
 pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let mut problems = Vec::new();
@@ -142,13 +169,27 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         }
     }
 
-    let reserved = reserved_paths(settings);
+    // Compare where paths really lead (symlinks, `..`), not how they are spelled.
+    let reserved: Vec<(PathBuf, &PathBuf, &str)> = reserved_paths(settings)
+        .into_iter()
+        .map(|(p, flag)| (resolved(p), p, flag))
+        .collect();
+    for (i, (real, path, flag)) in reserved.iter().enumerate() {
+        if let Some((_, other, other_flag)) = reserved[..i].iter().find(|(r, _, _)| r == real) {
+            problems.push(format!(
+                "{flag} {} and {other_flag} {} are the same file; point them at different files",
+                path.display(),
+                other.display()
+            ));
+        }
+    }
     let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
     for a in &artifacts {
         let Target::Fetch { path, .. } = &a.target else {
             continue;
         };
-        if let Some((_, flag)) = reserved.iter().find(|(p, _)| p.as_path() == path.as_path()) {
+        let real = resolved(path);
+        if let Some((_, _, flag)) = reserved.iter().find(|(r, _, _)| *r == real) {
             problems.push(format!(
                 "invalid {}: {} would overwrite {}, the file named by {flag}; give the artifact another name with #alias or point {flag} elsewhere",
                 a.origin,
@@ -156,7 +197,7 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
                 path.display()
             ));
         }
-        if let Some(first) = seen.get(path) {
+        if let Some(first) = seen.get(&real) {
             problems.push(format!(
                 "invalid {}: {} and {} both go to {}; give one a different name with #alias (e.g. {}#other-{})",
                 a.origin,
@@ -167,11 +208,15 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
                 a.name
             ));
         } else {
-            seen.insert(path.clone(), a);
+            seen.insert(real, a);
         }
     }
     if problems.is_empty() {
-        Ok(Plan { artifacts })
+        let mut dirs = vec![settings.jars_dir.value.clone()];
+        if settings.files_dir.value != settings.jars_dir.value {
+            dirs.push(settings.files_dir.value.clone());
+        }
+        Ok(Plan { artifacts, dirs })
     } else {
         Err(PlanError { problems })
     }
@@ -305,8 +350,9 @@ pub fn check_name(name: &str) -> Result<(), &'static str> {
     if name.chars().any(char::is_control) {
         return Err("contains control characters");
     }
-    if name.len() > 255 {
-        return Err("is longer than 255 bytes");
+    // Temp and record names add ~40 bytes; file names stop at 255.
+    if name.len() > MAX_NAME {
+        return Err("is longer than 200 bytes");
     }
     if name.starts_with(RESERVED_PREFIX) {
         return Err("starts with .spark-localizer, which is reserved");

@@ -19,9 +19,9 @@ pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
 
 /// Receives transfer events from the engine. Calls are cheap and never block on I/O.
 pub trait Reporter: Send + Sync {
-    /// The engine knows how much work there is: `files` transfers, `bytes` if known.
-    fn begin(&self, files: usize, bytes: u64);
-    /// A transfer of artifact `id` began (or restarted from zero).
+    /// The engine knows how many transfers there will be.
+    fn begin(&self, files: usize);
+    /// The transfer of artifact `id` began; `size` is added to the total when known.
     fn start(&self, id: usize, name: &str, size: Option<u64>);
     /// `bytes` more arrived for `id`.
     fn advance(&self, id: usize, bytes: u64);
@@ -35,7 +35,7 @@ pub trait Reporter: Send + Sync {
 pub struct Silent;
 
 impl Reporter for Silent {
-    fn begin(&self, _: usize, _: u64) {}
+    fn begin(&self, _: usize) {}
     fn start(&self, _: usize, _: &str, _: Option<u64>) {}
     fn advance(&self, _: usize, _: u64) {}
     fn rewind(&self, _: usize, _: u64) {}
@@ -89,12 +89,12 @@ impl Default for Bars {
 }
 
 impl Reporter for Bars {
-    fn begin(&self, files: usize, bytes: u64) {
-        self.total.set_length(bytes);
+    fn begin(&self, files: usize) {
         self.files.store(files, Ordering::Relaxed);
         self.total.set_message(format!("0/{files} files"));
     }
     fn start(&self, id: usize, name: &str, size: Option<u64>) {
+        self.total.inc_length(size.unwrap_or(0));
         let bar = self.multi.add(ProgressBar::new(size.unwrap_or(0)));
         bar.set_style(
             ProgressStyle::with_template("  {wide_msg} {bytes:>10}/{total_bytes:<10}")
@@ -181,11 +181,12 @@ impl Lines {
 }
 
 impl Reporter for Lines {
-    fn begin(&self, files: usize, bytes: u64) {
+    fn begin(&self, files: usize) {
         self.files.store(files, Ordering::Relaxed);
-        self.bytes.store(bytes, Ordering::Relaxed);
     }
-    fn start(&self, _: usize, _: &str, _: Option<u64>) {}
+    fn start(&self, _: usize, _: &str, size: Option<u64>) {
+        self.bytes.fetch_add(size.unwrap_or(0), Ordering::Relaxed);
+    }
     fn advance(&self, _: usize, bytes: u64) {
         self.totals.bytes.fetch_add(bytes, Ordering::Relaxed);
     }

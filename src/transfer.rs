@@ -20,6 +20,9 @@ use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
 use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
 
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Write buffer per transfer.
 const WRITE_BUFFER: usize = 1 << 20;
 
@@ -61,6 +64,10 @@ struct Transfer {
     validator: Option<String>,
     resumable: bool,
     expected: Option<u64>,
+    /// Whether the reporter was told this transfer started.
+    started: bool,
+    /// The size learned before the transfer (a probe), if any.
+    probed: Option<u64>,
 }
 
 impl Transfer {
@@ -135,8 +142,9 @@ pub async fn fetch_one(
         validator: None,
         resumable: false,
         expected: None,
+        started: false,
+        probed: size,
     };
-    reporter.start(id, &a.name, size);
 
     let mut attempts = 0;
     loop {
@@ -165,7 +173,9 @@ pub async fn fetch_one(
                     return o;
                 }
                 *trace.last_error.lock().expect("lock") = Some(e.to_string());
-                let delay = opts.backoff.delay(attempts);
+                // Honour the server's Retry-After, within reason (the deadline still rules).
+                let asked = e.retry_after.map(|d| d.min(MAX_RETRY_AFTER));
+                let delay = opts.backoff.delay(attempts).max(asked.unwrap_or_default());
                 warn!(
                     uri = %a.shown,
                     "attempt {attempts}/{} failed: {e}; retrying in {}{}",
@@ -286,6 +296,10 @@ async fn attempt(
     if body.offset == 0 {
         t.expected = body.meta.size;
     }
+    if !t.started {
+        reporter.start(id, &a.name, t.expected.or(t.probed));
+        t.started = true;
+    }
     t.validator = body.meta.validator.clone();
     t.resumable = body.meta.ranges && (t.validator.is_some() || a.scheme == Scheme::File);
 
@@ -298,6 +312,9 @@ async fn attempt(
         t.hasher.update(&chunk);
         t.written += chunk.len() as u64;
         reporter.advance(id, chunk.len() as u64);
+        if t.expected.is_some_and(|expected| t.written > expected) {
+            break;
+        }
     }
     match t.expected {
         Some(expected) if t.written < expected => Err(SourceError::new(

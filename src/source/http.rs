@@ -306,7 +306,7 @@ impl Source for HttpSource {
                 meta.ranges = true;
                 start
             }
-            _ => return Err(status_error(uri, status)),
+            _ => return Err(status_error(uri, &response)),
         };
         let shown = redact_url(uri.as_str());
         let stream = response
@@ -332,7 +332,7 @@ impl Source for HttpSource {
         }
         let status = response.status();
         if !status.is_success() {
-            return Err(status_error(uri, status));
+            return Err(status_error(uri, &response));
         }
         let mut meta = meta_of(&response);
         if status == StatusCode::PARTIAL_CONTENT {
@@ -408,7 +408,8 @@ fn content_range(response: &Response) -> Option<(u64, Option<u64>)> {
 }
 
 /// Maps a final HTTP status to a fault, with a hint the user can act on.
-fn status_error(uri: &Url, status: StatusCode) -> SourceError {
+fn status_error(uri: &Url, response: &Response) -> SourceError {
+    let status = response.status();
     let shown = redact_url(uri.as_str());
     let message = format!("{shown}: HTTP {status}");
     match status.as_u16() {
@@ -418,9 +419,19 @@ fn status_error(uri: &Url, status: StatusCode) -> SourceError {
             "the server refused the credentials: check user:password in the URI or the token in --http-header-file",
         ),
         // Timeouts, throttling and server errors may pass: retried.
-        408 | 429 | 500..=599 => SourceError::new(FaultKind::Transient, message),
+        408 | 429 | 500..=599 => {
+            let mut error = SourceError::new(FaultKind::Transient, message);
+            error.retry_after = retry_after(response);
+            error
+        }
         _ => SourceError::new(FaultKind::Refused, message),
     }
+}
+
+/// `Retry-After` in seconds (429/503 from rate-limiting registries); dates are ignored.
+fn retry_after(response: &Response) -> Option<Duration> {
+    let value = response.headers().get(header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 fn transport_error(uri: &Url, err: reqwest::Error) -> SourceError {

@@ -124,6 +124,8 @@ pub struct SourceError {
     pub kind: FaultKind,
     pub message: String,
     pub hint: Option<&'static str>,
+    /// How long the server asked us to wait before trying again.
+    pub retry_after: Option<std::time::Duration>,
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -133,6 +135,7 @@ impl SourceError {
             kind,
             message: message.into(),
             hint: None,
+            retry_after: None,
             source: None,
         }
     }
