@@ -1,6 +1,6 @@
 //! `spark-localizer check`: probes every URI, reports size, writes nothing.
 
-use crate::support::{assert_no_secrets, data, FaultServer, Sandbox};
+use crate::support::{assert_no_secrets, data, s, FaultServer, Sandbox};
 
 #[test]
 fn check_succeeds_and_prints_sizes_when_all_probes_pass() {
@@ -120,4 +120,86 @@ fn config_error_check_writes_no_termination_log_fetch_does() {
         .term_log_text()
         .expect("fetch writes the termination log on a config error");
     assert!(term.contains(bad), "termination log lacks {bad}:\n{term}");
+}
+
+/// The `check` settings line for `name` (e.g. `retries`), trimmed.
+#[track_caller]
+fn setting<'a>(out: &'a crate::support::Outcome, name: &str) -> &'a str {
+    out.stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+        })
+        .unwrap_or_else(|| panic!("check shows no {name:?} setting\n{out}"))
+}
+
+#[track_caller]
+fn assert_setting(out: &crate::support::Outcome, name: &str, value: &str, origin: &str) {
+    let line = setting(out, name);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert!(
+        words.contains(&value) && line.ends_with(&format!("({origin})")),
+        "expected {name} = {value} ({origin}), got {line:?}\n{out}"
+    );
+}
+
+#[test]
+fn check_lists_every_setting_with_its_origin() {
+    let sb = Sandbox::new();
+    let out = sb
+        .check()
+        .args(["--parallelism", "3"])
+        .env("SPARK_LOCALIZER_RETRIES", "2")
+        .run();
+    out.expect_code(0);
+    assert_setting(&out, "retries", "2", "SPARK_LOCALIZER_RETRIES");
+    assert_setting(&out, "parallelism", "3", "--parallelism");
+    assert_setting(&out, "retry delay", "1ms", "--retry-delay");
+    assert_setting(&out, "stall timeout", "30.0s", "default");
+    for name in [
+        "connect timeout",
+        "fsync",
+        "classpath file",
+        "env file",
+        "report",
+        "deadline",
+        "jars dir",
+        "files dir",
+        "termination log",
+    ] {
+        let line = setting(&out, name);
+        assert!(line.ends_with(')'), "{name} has no origin: {line:?}\n{out}");
+    }
+    assert_setting(&out, "jars dir", &s(&sb.jars), "--jars-dir");
+    assert_setting(
+        &out,
+        "termination log",
+        &s(&sb.term_log),
+        "--termination-log",
+    );
+}
+
+#[test]
+fn check_treats_an_empty_env_twin_as_unset() {
+    let sb = Sandbox::new();
+    let out = sb
+        .check()
+        .env("SPARK_LOCALIZER_JARS_DIR", "")
+        .env("SPARK_LOCALIZER_RETRIES", "")
+        .env("SPARK_LOCALIZER_FSYNC", "")
+        .run();
+    out.expect_code(0);
+    assert_setting(&out, "jars dir", &s(&sb.jars), "--jars-dir");
+    assert_setting(&out, "retries", "5", "default");
+    assert_setting(&out, "fsync", "false", "default");
+
+    let out = sb
+        .check()
+        .no_dirs()
+        .env("SPARK_LOCALIZER_JARS_DIR", "")
+        .run();
+    out.expect_code(0);
+    assert_setting(&out, "jars dir", "/var/spark-data/spark-jars", "default");
 }

@@ -1,6 +1,8 @@
 //! Pinned checksums and re-verification of what a previous run left behind.
 
-use crate::support::{data, sha256_hex, FaultServer, Sandbox};
+use std::time::Duration;
+
+use crate::support::{data, sha256_hex, Fault, FaultServer, Sandbox};
 
 #[test]
 fn checksum_mismatch_is_never_published() {
@@ -158,4 +160,58 @@ fn local_io_failure_exits_6_and_outranks_fetch_failure() {
         .expect_stderr(files_dir.to_str().unwrap());
     let term = sb.term_log_text().expect("termination log");
     assert!(term.contains("/missing.jar"), "{term}");
+}
+
+#[test]
+fn a_source_growing_past_its_announced_size_fails_at_once() {
+    // The body runs past the size the server announced and then hangs: a client
+    // that read on would wait for the 30 s stall timeout.
+    let server = FaultServer::start();
+    server.put("/a.jar", data(11, 100_000));
+    server.always("/a.jar", Fault::GrowsPast(64 * 1024));
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar");
+    let out = sb.fetch().args(["--jars", &url]).run();
+    out.expect_code(4)
+        .expect_stderr(&url)
+        .expect_stderr("more than the announced");
+    assert!(
+        out.elapsed < Duration::from_secs(15),
+        "did not stop at once: {:?}\n{out}",
+        out.elapsed
+    );
+    assert_eq!(
+        server.gets("/a.jar").len(),
+        1,
+        "an integrity failure is final"
+    );
+    assert!(!sb.jar("a.jar").exists(), "an oversized body was published");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    assert_eq!(sb.artifact("a.jar")["status"], "failed");
+    assert_eq!(sb.report()["exit_code"], 4);
+}
+
+#[test]
+fn a_resumed_range_running_past_the_announced_size_fails_at_once() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(12, 1 << 20));
+    server.on("/a.jar", 1, Fault::ResetAfter(256 * 1024));
+    server.on("/a.jar", 2, Fault::GrowsPast(64 * 1024));
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar");
+    let out = sb.fetch().args(["--jars", &url]).run();
+    out.expect_code(4).expect_stderr(&url);
+    assert!(
+        out.elapsed < Duration::from_secs(15),
+        "did not stop at once: {:?}\n{out}",
+        out.elapsed
+    );
+    let gets = server.gets("/a.jar");
+    assert_eq!(gets.len(), 2, "{gets:#?}");
+    assert!(
+        gets[1].header("range").is_some(),
+        "the second GET did not resume: {gets:#?}"
+    );
+    assert!(!sb.jar("a.jar").exists(), "an oversized body was published");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }

@@ -276,3 +276,128 @@ fn file_uri_with_a_single_slash_is_copied() {
     assert_eq!(a["sha256"], sha256_hex(&data(9, 54_321)), "{a:#}");
     assert_eq!(sb.classpath(), format!("{}\n", s(&sb.jar("x.jar"))));
 }
+
+#[test]
+fn a_failed_run_removes_the_classpath_outputs_of_an_earlier_run() {
+    let server = serve(&[("/a.jar", 10_000)]);
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar");
+    sb.fetch().args(["--jars", &url]).run().expect_code(0);
+    let env_file = sb.jars.join("spark-classpath.env");
+    assert!(sb.jars.join("classpath").exists() && env_file.exists());
+
+    // The pin no longer matches: the kept file is dropped and the refetch fails.
+    let pins = sb.write("sha256sums", format!("{}  a.jar\n", sha256_hex(b"other")));
+    let out = sb
+        .fetch()
+        .args(["--jars", &url])
+        .arg("--checksums")
+        .arg(&pins)
+        .run();
+    out.expect_code(4);
+    assert!(
+        !sb.jars.join("classpath").exists(),
+        "a failed run left the earlier run's classpath\n{out}"
+    );
+    assert!(
+        !env_file.exists(),
+        "a failed run left the earlier run's spark-classpath.env\n{out}"
+    );
+    assert!(!sb.jar("a.jar").exists());
+    assert_eq!(sb.report()["exit_code"], 4);
+}
+
+#[test]
+fn an_empty_plan_clears_what_an_earlier_run_published() {
+    let server = serve(&[("/b.jar", 10_000), ("/f.txt", 100)]);
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &server.url("/b.jar")])
+        .args(["--files", &server.url("/f.txt")])
+        .run()
+        .expect_code(0);
+    assert!(sb.jar("b.jar").exists() && sb.files.join("f.txt").exists());
+    let mine = sb.jar("notes-of-the-user.txt");
+    std::fs::write(&mine, "not spark-localizer's").unwrap();
+
+    server.clear_log();
+    let out = sb.fetch().run();
+    out.expect_code(0);
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+    for gone in [
+        sb.jar("b.jar"),
+        sb.jars.join(".spark-localizer/b.jar.json"),
+        sb.files.join("f.txt"),
+        sb.files.join(".spark-localizer/f.txt.json"),
+    ] {
+        assert!(
+            !gone.exists(),
+            "{} survived an empty plan\n{out}",
+            gone.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap(),
+        "not spark-localizer's",
+        "a file no run published was touched"
+    );
+    assert_eq!(sb.jar_names(), ["notes-of-the-user.txt"]);
+    assert_eq!(sb.classpath(), "", "no jars: an empty (0-byte) classpath");
+    assert_eq!(sb.sourced_classpath(Some("/pre.jar")), "/pre.jar");
+}
+
+#[test]
+fn boolean_env_twins_take_yes_no_words() {
+    let server = serve(&[("/a.jar", 10_000)]);
+    let sb = Sandbox::new();
+    for (fsync, no_progress) in [("1", "yes"), ("on", "true"), ("0", "no"), ("off", "1")] {
+        let out = sb
+            .fetch()
+            .args(["--jars", &server.url("/a.jar")])
+            .env("SPARK_LOCALIZER_FSYNC", fsync)
+            .env("SPARK_LOCALIZER_NO_PROGRESS", no_progress)
+            .run();
+        out.expect_code(0);
+    }
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), data(100, 10_000));
+    sb.fetch()
+        .env("SPARK_LOCALIZER_FSYNC", "maybe")
+        .run()
+        .expect_code(2)
+        .expect_stderr("--fsync");
+}
+
+#[test]
+fn empty_env_twins_count_as_unset() {
+    let server = serve(&[("/a.jar", 1_000)]);
+    let sb = Sandbox::new();
+    let props = sb.write(
+        "spark.properties",
+        format!("spark.jars={}\n", server.url("/a.jar")),
+    );
+    // The empty list does not hide the properties file; the empty dir does not
+    // clash with the flag; empty values of typed settings are not parse errors.
+    let mut run = sb.fetch().arg("--properties-file").arg(&props);
+    for name in [
+        "SPARK_LOCALIZER_JARS",
+        "SPARK_LOCALIZER_FILES",
+        "SPARK_LOCALIZER_JARS_DIR",
+        "SPARK_LOCALIZER_DEADLINE",
+        "SPARK_LOCALIZER_PARALLELISM",
+        "SPARK_LOCALIZER_RETRIES",
+        "SPARK_LOCALIZER_FSYNC",
+        "SPARK_LOCALIZER_CLASSPATH_FILE",
+        "SPARK_LOCALIZER_CHECKSUMS",
+        "SPARK_LOCALIZER_CA_CERT",
+        "SPARK_LOCALIZER_LOG_FORMAT",
+    ] {
+        run = run.env(name, "");
+    }
+    let out = run.run();
+    out.expect_code(0);
+    assert_eq!(
+        sb.classpath(),
+        format!("{}\n", s(&sb.jar("a.jar"))),
+        "the properties file was not read\n{out}"
+    );
+}

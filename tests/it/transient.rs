@@ -184,3 +184,52 @@ fn deadline_message_carries_the_last_error() {
         "{a:#}"
     );
 }
+
+fn retry_after(seconds: &str) -> Fault {
+    Fault::StatusWith(429, vec![("Retry-After".into(), seconds.into())])
+}
+
+#[test]
+fn retry_after_seconds_are_honoured() {
+    // --retry-delay is 1ms: only Retry-After explains a wait.
+    let body = data(429, 50_000);
+    let (server, sb) = fetch_with_faults(&body, vec![(1, retry_after("1"))], &[]);
+    let gets = server.gets("/a.jar");
+    assert_eq!(gets.len(), 2, "{gets:#?}");
+    let waited = gets[1].at - gets[0].at;
+    assert!(
+        waited >= Duration::from_millis(900),
+        "retried {waited:?} after a 429 with Retry-After: 1"
+    );
+    assert_eq!(sb.artifact("a.jar")["attempts"], 2);
+
+    // An HTTP-date is not honoured (only seconds are): the retry comes at once.
+    let date = Fault::StatusWith(
+        503,
+        vec![("Retry-After".into(), "Fri, 31 Dec 2099 23:59:59 GMT".into())],
+    );
+    let (server, _sb) = fetch_with_faults(&body, vec![(1, date)], &[]);
+    let gets = server.gets("/a.jar");
+    assert_eq!(gets.len(), 2, "{gets:#?}");
+    assert!(
+        gets[1].at - gets[0].at < Duration::from_secs(30),
+        "an HTTP-date Retry-After was taken as a long wait"
+    );
+}
+
+#[test]
+fn retry_after_does_not_outlast_the_deadline() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(30, 1000));
+    server.always("/a.jar", retry_after("30"));
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar");
+    let out = sb.fetch().args(["--jars", &url, "--deadline", "2s"]).run();
+    out.expect_code(5).expect_stderr(&url).expect_stderr("429");
+    assert!(
+        out.elapsed < Duration::from_secs(15),
+        "deadline 2s but took {:?}",
+        out.elapsed
+    );
+    assert_eq!(server.gets("/a.jar").len(), 1);
+}

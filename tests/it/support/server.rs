@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -23,6 +23,8 @@ use tokio::sync::oneshot;
 pub enum Fault {
     /// Answer with this status (and a tiny body) instead of the file.
     Status(u16),
+    /// As `Status`, with these extra headers (e.g. `Retry-After`).
+    StatusWith(u16, Vec<(String, String)>),
     /// Send the headers and the first K body bytes, then reset the connection (RST).
     ResetAfter(usize),
     /// Announce the full Content-Length, send only K body bytes, then close cleanly.
@@ -38,6 +40,12 @@ pub enum Fault {
     IgnoreIfRange,
     /// Send K body bytes, then wait until [`FaultServer::release`], then the rest.
     Hold(usize),
+    /// A source growing under the transfer: a 206 (even to a plain GET) whose
+    /// `Content-Range` announces the object as stored, from the requested offset
+    /// or 0, while its `Content-Length` frames 2K bytes more. The server sends the
+    /// object and K of those bytes, then nothing until [`FaultServer::release`]
+    /// (then closes): a client that stops at the announced size never waits.
+    GrowsPast(usize),
 }
 
 /// A request as the server saw it. Header names are lower-case.
@@ -49,6 +57,8 @@ pub struct Request {
     /// Path without the query.
     pub path: String,
     pub headers: Vec<(String, String)>,
+    /// When its head had been read.
+    pub at: Instant,
 }
 
 impl Request {
@@ -244,7 +254,7 @@ pub fn refused_url(path: &str) -> String {
 /// What one response looks like before any fault mangles its body.
 struct Reply {
     status: u16,
-    headers: Vec<(&'static str, String)>,
+    headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
@@ -300,6 +310,8 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                 | Fault::StallAfter(k, _)
                 | Fault::Hold(k),
             ) => k.min(body.len()),
+            // The announced object plus K bytes; the body framing asks for K more.
+            Some(Fault::GrowsPast(k)) if reply.status == 206 => body.len().saturating_sub(k),
             _ => body.len(),
         };
         if out.write_all(head.as_bytes()).await.is_err()
@@ -325,6 +337,11 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                     tokio::time::sleep(d).await;
                     return;
                 }
+                Some(Fault::GrowsPast(_)) => {
+                    // Never send the rest: a client still reading waits for a stall.
+                    let _ = gate.wait_for(|open| *open).await;
+                    return;
+                }
                 Some(Fault::Hold(_)) => {
                     if gate.wait_for(|open| *open).await.is_err()
                         || out.write_all(&body[cut..]).await.is_err()
@@ -345,9 +362,14 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
 fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply {
     match fault {
         Some(Fault::Status(code)) => return text(*code, "injected fault\n"),
+        Some(Fault::StatusWith(code, extra)) => {
+            let mut r = text(*code, "injected fault\n");
+            r.headers.extend(extra.iter().cloned());
+            return r;
+        }
         Some(Fault::Redirect(code, to)) => {
             let mut r = text(*code, "");
-            r.headers.push(("Location", to.clone()));
+            r.headers.push(("Location".into(), to.clone()));
             return r;
         }
         _ => {}
@@ -358,11 +380,11 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
     let ranges = !matches!(fault, Some(Fault::NoRange));
     let len = data.len();
     let mut headers = vec![
-        ("ETag", etag.clone()),
-        ("Content-Type", "application/octet-stream".into()),
+        ("ETag".to_string(), etag.clone()),
+        ("Content-Type".into(), "application/octet-stream".into()),
     ];
     if ranges {
-        headers.push(("Accept-Ranges", "bytes".into()));
+        headers.push(("Accept-Ranges".into(), "bytes".into()));
     }
     let fresh = matches!(fault, Some(Fault::IgnoreIfRange))
         || req.header("if-range").is_none_or(|v| v == etag);
@@ -373,16 +395,35 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
     let (status, start, end) = match range {
         Some((s, _)) if s >= len => {
             let mut r = text(416, "");
-            r.headers.push(("Content-Range", format!("bytes */{len}")));
+            r.headers
+                .push(("Content-Range".into(), format!("bytes */{len}")));
             return r;
         }
         Some((s, e)) => (206, s, e.map_or(len, |e| (e + 1).min(len))),
         None => (200, 0, len),
     };
-    if status == 206 {
-        headers.push(("Content-Range", format!("bytes {start}-{}/{len}", end - 1)));
+    if let Some(Fault::GrowsPast(k)) = fault {
+        // Announce the object as stored, send past its end: it grew.
+        let mut body = data[start..].to_vec();
+        body.extend(std::iter::repeat_n(0x5a, 2 * k));
+        headers.push((
+            "Content-Range".into(),
+            format!("bytes {start}-{}/{len}", len - 1),
+        ));
+        headers.push(("Content-Length".into(), body.len().to_string()));
+        return Reply {
+            status: 206,
+            headers,
+            body,
+        };
     }
-    headers.push(("Content-Length", (end - start).to_string()));
+    if status == 206 {
+        headers.push((
+            "Content-Range".into(),
+            format!("bytes {start}-{}/{len}", end - 1),
+        ));
+    }
+    headers.push(("Content-Length".into(), (end - start).to_string()));
     Reply {
         status,
         headers,
@@ -392,8 +433,8 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
 
 fn text(status: u16, body: &str) -> Reply {
     let headers = vec![
-        ("Content-Length", body.len().to_string()),
-        ("Content-Type", "text/plain".into()),
+        ("Content-Length".to_string(), body.len().to_string()),
+        ("Content-Type".into(), "text/plain".into()),
     ];
     Reply {
         status,
@@ -436,6 +477,7 @@ async fn read_request(conn: &mut BufReader<TcpStream>) -> Option<Request> {
         target,
         path,
         headers,
+        at: Instant::now(),
     })
 }
 
