@@ -73,7 +73,7 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
         s.deadline.origin
     );
     let from = |id: &'static str, env_name: &'static str| origins.origin(id, env_name);
-    let rows: [(&str, String, Origin); 10] = [
+    let rows: [(&str, String, Origin); 12] = [
         (
             "parallelism",
             s.parallelism.to_string(),
@@ -100,6 +100,16 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
             from("connect_timeout", env::CONNECT_TIMEOUT),
         ),
         ("fsync", s.fsync.to_string(), from("fsync", env::FSYNC)),
+        (
+            "no progress",
+            s.no_progress.to_string(),
+            from("no_progress", env::NO_PROGRESS),
+        ),
+        (
+            "progress every",
+            format_duration(s.progress_interval),
+            from("progress_interval", env::PROGRESS_INTERVAL),
+        ),
         (
             "classpath file",
             s.classpath_file.display().to_string(),

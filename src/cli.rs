@@ -8,15 +8,21 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration::parse_duration;
 
+/// A duration of at most [`crate::duration::MAX`] (zero allowed).
+pub fn bounded_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > crate::duration::MAX {
+        return Err(format!("'{s}' is more than the maximum of 30 days"));
+    }
+    Ok(d)
+}
+
 /// A duration that must be more than zero (timeouts, intervals, deadlines)
 /// and at most [`crate::duration::MAX`].
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = bounded_duration(s)?;
     if d.is_zero() {
         return Err(format!("'{s}' must be more than 0"));
-    }
-    if d > crate::duration::MAX {
-        return Err(format!("'{s}' is more than the maximum of 30 days"));
     }
     Ok(d)
 }
@@ -92,7 +98,7 @@ pub struct FetchArgs {
     pub retries: u32,
 
     /// First backoff delay; doubles per retry (with jitter), capped at 30s.
-    #[arg(long, env = env::RETRY_DELAY, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = env::RETRY_DELAY, default_value = "500ms", value_parser = bounded_duration, value_name = "DURATION")]
     pub retry_delay: Duration,
 
     /// A transfer that receives no byte for this long is retried.

@@ -60,12 +60,14 @@ pub fn remove_record(dir: &Path, name: &str) {
     let _ = std::fs::remove_file(record_path(dir, name));
 }
 
-/// Takes the directory's lock (`.spark-localizer/lock`), waiting for another
-/// spark-localizer working in the same directory until `deadline`. Creates `dir`.
+/// Takes the directory's lock (`.spark-localizer/lock`), creating `dir`. When
+/// another spark-localizer holds it: waits until `deadline` if `wait`, else
+/// returns `None` at once.
 pub async fn lock_dir(
     dir: &Path,
     deadline: tokio::time::Instant,
-) -> std::io::Result<std::fs::File> {
+    wait: bool,
+) -> std::io::Result<Option<std::fs::File>> {
     let state = dir.join(STATE_DIR);
     std::fs::create_dir_all(&state)?;
     let file = std::fs::OpenOptions::new()
@@ -76,7 +78,8 @@ pub async fn lock_dir(
     let mut waiting = false;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(file),
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if !wait => return Ok(None),
             Err(std::fs::TryLockError::WouldBlock) => {
                 if !waiting {
                     tracing::info!(

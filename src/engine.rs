@@ -6,7 +6,7 @@
 //!
 //! Everything here is source-agnostic: sources only produce byte streams.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use tracing::{debug, info};
 use crate::dest;
 use crate::duration::format_duration;
 use crate::exit::ExitCode;
-use crate::plan::{Artifact, Plan, Target};
+use crate::plan::{resolved, Artifact, Plan, Target};
 use crate::progress::Reporter;
 use crate::retry::Backoff;
 use crate::source::Sources;
@@ -93,13 +93,24 @@ impl Outcome {
     }
 }
 
+/// The result of [`run`]: one outcome per artifact, in plan order, and the
+/// directory locks, held until this is dropped (after the outputs are written).
+pub struct Run {
+    pub outcomes: Vec<Outcome>,
+    /// Whether every directory the plan needs was locked (else another run owns it,
+    /// and this one must not touch the shared outputs).
+    pub locked_all: bool,
+    #[allow(dead_code)] // held for their Drop: the locks are released with the Run.
+    locks: Vec<std::fs::File>,
+}
+
 /// Localizes every artifact of `plan`; returns one outcome per artifact, in plan order.
 pub async fn run(
     plan: &Plan,
     sources: &Sources,
     opts: &Options,
     reporter: Arc<dyn Reporter>,
-) -> Vec<Outcome> {
+) -> Run {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; plan.artifacts.len()];
     for (i, a) in plan.artifacts.iter().enumerate() {
         if let Target::Local { .. } = a.target {
@@ -107,30 +118,40 @@ pub async fn run(
         }
     }
 
-    // Directories: those the plan fetches into (created), and the configured ones
-    // that exist, so that even an empty plan clears what an earlier run left.
-    let mut dirs: Vec<&Path> = Vec::new();
-    for a in &plan.artifacts {
-        if let Target::Fetch { dir, .. } = &a.target {
-            if !dirs.contains(&dir.as_path()) {
-                dirs.push(dir);
-            }
+    // Directories: those the plan fetches into (created, waited for), and the
+    // configured ones that exist (cleaned if free), so that even an empty plan
+    // clears what an earlier run left. One lock per real directory, however spelled.
+    let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
+    let fetched = plan.artifacts.iter().filter_map(|a| match &a.target {
+        Target::Fetch { dir, .. } => Some(dir.as_path()),
+        Target::Local { .. } => None,
+    });
+    let existing = plan
+        .dirs
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|d| d.is_dir());
+    for (dir, used) in fetched
+        .map(|d| (d, true))
+        .chain(existing.map(|d| (d, false)))
+    {
+        let real = resolved(dir);
+        if !dirs.iter().any(|(r, _)| *r == real) {
+            dirs.push((real, used));
         }
     }
-    for dir in &plan.dirs {
-        if dir.is_dir() && !dirs.contains(&dir.as_path()) {
-            dirs.push(dir);
-        }
-    }
-    let mut _locks = Vec::new();
-    for dir in dirs {
+    let mut locks = Vec::new();
+    let mut locked_all = true;
+    for (dir, used) in &dirs {
         let locked = tokio::select! {
-            locked = dest::lock_dir(dir, opts.deadline) => locked,
-            () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+            locked = dest::lock_dir(dir, opts.deadline, *used) => locked,
+            () = cancelled(&opts.cancel) => {
+                return Run { outcomes: interrupted(plan, outcomes), locks, locked_all: false };
+            }
         };
         let prepared = match locked {
-            Ok(lock) => {
-                _locks.push(lock);
+            Ok(Some(lock)) => {
+                locks.push(lock);
                 prepare_dir(dir, plan).map_err(|e| {
                     (
                         ExitCode::LocalIo,
@@ -141,6 +162,8 @@ pub async fn run(
                     )
                 })
             }
+            // Busy and not needed by this plan: leave it to the run that holds it.
+            Ok(None) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err((
                 ExitCode::Deadline,
                 format!(
@@ -157,9 +180,11 @@ pub async fn run(
             )),
         };
         if let Err((code, message)) = prepared {
+            // Only a lock still held by another run makes the shared outputs not ours.
+            locked_all &= code != ExitCode::Deadline;
             tracing::warn!("{message}");
             for (i, a) in plan.artifacts.iter().enumerate() {
-                if matches!(&a.target, Target::Fetch { dir: d, .. } if d == dir) {
+                if matches!(&a.target, Target::Fetch { dir: d, .. } if resolved(d) == *dir) {
                     outcomes[i] = Some(Outcome::failed(code, format!("{}: {message}", a.shown)));
                 }
             }
@@ -182,7 +207,9 @@ pub async fn run(
         .collect::<Vec<_>>();
     let verified = tokio::select! {
         verified = verify => verified,
-        () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+        () = cancelled(&opts.cancel) => {
+            return Run { outcomes: interrupted(plan, outcomes), locks, locked_all };
+        }
     };
     let mut todo = Vec::new();
     for (i, kept) in verified {
@@ -214,7 +241,9 @@ pub async fn run(
             .collect::<Vec<_>>();
         let probes = tokio::select! {
             probes = probe_all => probes,
-            () = cancelled(&opts.cancel) => return interrupted(plan, outcomes),
+            () = cancelled(&opts.cancel) => {
+            return Run { outcomes: interrupted(plan, outcomes), locks, locked_all };
+        }
         };
         for (i, size) in probes.into_iter().flatten() {
             sizes[i] = Some(size);
@@ -264,10 +293,14 @@ pub async fn run(
     for (i, outcome) in results {
         outcomes[i] = Some(outcome);
     }
-    outcomes
-        .into_iter()
-        .map(|o| o.expect("every artifact has an outcome"))
-        .collect()
+    Run {
+        outcomes: outcomes
+            .into_iter()
+            .map(|o| o.expect("every artifact has an outcome"))
+            .collect(),
+        locks,
+        locked_all,
+    }
 }
 
 /// Resolves when the stop signal arrives (never, if it cannot arrive).
@@ -309,7 +342,8 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
     }
     for name in dest::recorded_names(dir) {
         let wanted = plan.artifacts.iter().any(|a| {
-            a.name == name && matches!(&a.target, Target::Fetch { dir: d, .. } if d == dir)
+            a.name == name
+                && matches!(&a.target, Target::Fetch { dir: d, .. } if resolved(d) == dir)
         });
         if !wanted {
             info!(

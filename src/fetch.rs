@@ -145,11 +145,13 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     } else {
         progress::Lines::start(settings.progress_interval)
     };
-    let outcomes = engine::run(&plan, &sources, &options, reporter).await;
+    // Holds the directory locks until the outputs are written.
+    let run = engine::run(&plan, &sources, &options, reporter).await;
+    let outcomes = &run.outcomes;
 
     let mut code = ExitCode::Ok;
     let mut failures = Vec::new();
-    for o in &outcomes {
+    for o in outcomes {
         if let Some(f) = &o.failure {
             error!("{}", f.message);
             code = code.worst(f.code);
@@ -177,15 +179,19 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
         }
     }
     let elapsed = started.elapsed();
-    let report = output::Report::new(&plan, &outcomes, code.code(), elapsed.as_millis() as u64);
+    let report = output::Report::new(&plan, outcomes, code.code(), elapsed.as_millis() as u64);
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
-    if let Err(e) = output::write_atomic(&settings.report, &report_json) {
+    // Without every directory lock, the shared outputs belong to the run holding them.
+    if !run.locked_all {
+        warn!("another spark-localizer holds a destination directory: its report and classpath outputs are left alone");
+    } else if let Err(e) = output::write_atomic(&settings.report, &report_json) {
         warn!("cannot write the report {}: {e}", settings.report.display());
     }
-    summarize(&outcomes, elapsed);
+    summarize(outcomes, elapsed);
     if code != ExitCode::Ok {
         // Outputs of an earlier successful run would name files this run removed.
-        for stale in [&settings.classpath_file, &settings.env_file] {
+        let stale = [&settings.classpath_file, &settings.env_file];
+        for stale in stale.into_iter().filter(|_| run.locked_all) {
             if std::fs::remove_file(stale).is_ok() {
                 info!("removed {} written by an earlier run", stale.display());
             }

@@ -9,6 +9,21 @@ fn main() {
             std::env::remove_var(name);
         }
     }
+    // Learn the secrets in URIs before anything can echo them (usage errors do).
+    let env_values = std::env::vars_os()
+        .filter(|(name, _)| name.to_string_lossy().starts_with("SPARK_LOCALIZER_"))
+        .map(|(_, value)| value);
+    for value in std::env::args_os().skip(1).chain(env_values) {
+        let value = value.to_string_lossy();
+        // `--jars=URI,URI` carries its value after the first '='.
+        let value = match value.strip_prefix("--").and_then(|v| v.split_once('=')) {
+            Some((_, v)) => v,
+            None => &*value,
+        };
+        for item in value.split(',').chain([value]) {
+            redact::register_url_secrets(item.trim());
+        }
+    }
     let (cli, origins) = match cli::parse_from(std::env::args_os()) {
         Ok(parsed) => parsed,
         Err(e) => {

@@ -125,26 +125,28 @@ fn reserved_paths(settings: &Settings) -> Vec<(&PathBuf, &'static str)> {
     paths
 }
 
-/// Where `path` really leads: its longest existing ancestor canonicalized
-/// (symlinks and `..` resolved), the rest appended as written.
-fn resolved(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut base = path;
-    loop {
-        if let Ok(real) = base.canonicalize() {
-            return rest
-                .iter()
-                .rev()
-                .fold(real, |acc: PathBuf, part| acc.join(part));
-        }
-        match (base.parent(), base.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                base = parent;
+/// Where `path` really leads: its longest existing prefix canonicalized
+/// (symlinks and `..` resolved by the filesystem), the rest applied lexically
+/// (directories that do not exist yet are created as real directories).
+pub fn resolved(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let parts: Vec<Component> = path.components().collect();
+    for cut in (1..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..cut].iter().collect();
+        if let Ok(mut real) = prefix.canonicalize() {
+            for part in &parts[cut..] {
+                match part {
+                    Component::ParentDir => {
+                        real.pop();
+                    }
+                    Component::Normal(name) => real.push(name),
+                    _ => {}
+                }
             }
-            _ => return path.to_owned(),
+            return real;
         }
     }
+    path.to_owned()
 }
 
 /// Builds the plan from resolved settings.
@@ -409,6 +411,25 @@ mod tests {
                 (got, want) => panic!("{uri}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn resolved_follows_symlinks_and_dotdot_through_missing_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("jars")).unwrap();
+        std::os::unix::fs::symlink(root.join("jars"), root.join("lnk")).unwrap();
+        let want = root.join("jars/a.jar");
+        for spelled in [
+            "lnk/a.jar",
+            "jars/./a.jar",
+            "missing/../jars/a.jar",
+            "lnk/../jars/a.jar",
+            "jars/new/../a.jar",
+        ] {
+            assert_eq!(resolved(&root.join(spelled)), want, "{spelled}");
+        }
+        assert_eq!(resolved(&root.join("missing/x")), root.join("missing/x"));
     }
 
     #[test]

@@ -175,7 +175,6 @@ fn waiting_for_the_lock_past_the_deadline_exits_5() {
 }
 
 #[test]
-#[ignore = "src bug: --files-dir naming the jars dir another way (symlink or ..) makes the run wait for its own lock until the deadline (exit 5)"]
 fn jars_and_files_dir_that_are_one_directory_do_not_deadlock() {
     let server = FaultServer::start();
     server.put("/a.jar", data(9, 1000));
@@ -194,4 +193,38 @@ fn jars_and_files_dir_that_are_one_directory_do_not_deadlock() {
     out.expect_code(0);
     assert!(sb.jar("a.jar").exists() && sb.jar("f.txt").exists());
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn a_busy_directory_this_plan_does_not_use_is_left_alone_not_waited_for() {
+    let server = FaultServer::start();
+    let sb = Sandbox::new();
+    // The first run holds the lock of sb.jars; the second only fetches files, but
+    // its configured --jars-dir (unused by its plan) is that busy directory.
+    let first = first_run_holding_the_lock(&server, &sb);
+    server.put("/f.txt", data(9, 1000));
+    let other = Sandbox::new();
+    let report = other.root.join("report.json");
+    let second = other
+        .fetch()
+        .no_dirs()
+        .args(["--jars-dir", &crate::support::s(&sb.jars)])
+        .args(["--files-dir", &crate::support::s(&other.files)])
+        .args(["--report", &crate::support::s(&report)])
+        .args(["--files", &server.url("/f.txt"), "--deadline", "20s"])
+        .run();
+    server.release();
+    let first = first.finish();
+    second.expect_code(0);
+    assert!(
+        second.elapsed < Duration::from_secs(10),
+        "waited for a directory it does not use: {:?}",
+        second.elapsed
+    );
+    assert_eq!(
+        std::fs::read(other.files.join("f.txt")).unwrap(),
+        data(9, 1000)
+    );
+    first.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), data(8, 2 << 20));
 }

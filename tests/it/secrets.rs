@@ -155,7 +155,6 @@ fn usage_errors_never_echo_secrets() {
 }
 
 #[test]
-#[ignore = "src bug: a usage error echoing a URI whose password holds ' (legal in RFC 3986 userinfo) shows the password and the signature"]
 fn usage_errors_never_echo_a_password_with_a_quote() {
     let sb = Sandbox::new();
     let url = "http://user:s3cret'PW@h/x.jar?sig=QTOK1";

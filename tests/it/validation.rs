@@ -348,7 +348,6 @@ fn names_are_limited_to_200_bytes() {
 }
 
 #[test]
-#[ignore = "src bug: a path through a directory that does not exist yet, then `..`, escapes the collision check; the classpath then overwrites the published jar"]
 fn output_through_a_missing_dir_and_dotdot_onto_a_jar_is_a_collision() {
     rejected(
         &[
