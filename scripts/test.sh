@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need (nginx-light, rustfmt, clippy)
+# The whole test suite: installs what the tests need (nginx-light, a JDK, rustfmt, clippy)
 # when missing, then runs fmt, clippy and `cargo test`. Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,10 +15,14 @@ have_nginx() {
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]
 }
 
-if ! have_nginx; then
-    echo "==> installing nginx-light (for the real-server test)"
+# Debian packages the tests use: a real nginx, a JDK for the classpath test.
+packages=()
+have_nginx || packages+=(nginx-light)
+command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1 || packages+=(default-jdk-headless)
+if [ "${#packages[@]}" -gt 0 ]; then
+    echo "==> installing ${packages[*]}"
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light </dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" </dev/null
 fi
 
 if command -v rustup >/dev/null 2>&1; then

@@ -6,6 +6,7 @@ mod support;
 mod check;
 mod http_errors;
 mod integrity;
+mod jvm;
 mod nginx;
 mod observability;
 mod outputs;
