@@ -230,7 +230,7 @@ async fn probe_all(
                 };
                 let result = match tokio::time::timeout(limit, source.probe(&a.uri)).await {
                     Err(_) => Err(format!("no answer within {}", format_duration(limit))),
-                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(Err(e)) => Err(e.describe()),
                     Ok(Ok(p)) => {
                         let mut line = format!(
                             "{}, size {}, ranges {}",

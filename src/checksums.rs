@@ -117,12 +117,17 @@ impl Checksums {
     /// then by the `uri` without its `#fragment`, then by its destination
     /// `name`.
     pub fn lookup(&self, uri: &str, name: &str) -> Option<[u8; 32]> {
+        self.lookup_key(uri, name).map(|(_, digest)| digest)
+    }
+
+    /// Like [`Checksums::lookup`], also returning the key that matched.
+    pub fn lookup_key(&self, uri: &str, name: &str) -> Option<(&str, [u8; 32])> {
         let without_fragment = uri.split_once('#').map(|(base, _)| base);
         [Some(uri), without_fragment, Some(name)]
             .into_iter()
             .flatten()
-            .find_map(|key| self.pins.get(key))
-            .map(|pin| pin.digest)
+            .find_map(|key| self.pins.get_key_value(key))
+            .map(|(key, pin)| (key.as_str(), pin.digest))
     }
 
     /// Number of pinned keys.

@@ -94,7 +94,7 @@ pub struct FetchArgs {
     pub parallelism: u16,
 
     /// Retries per artifact after a transient fault (attempts = retries + 1).
-    #[arg(long, env = env::RETRIES, default_value_t = 5)]
+    #[arg(long, env = env::RETRIES, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub retries: u32,
 
     /// First backoff delay; doubles per retry (with jitter), capped at 30s.
@@ -185,6 +185,34 @@ impl ArgOrigins {
             _ => Origin::Default,
         }
     }
+}
+
+/// Parses this process's command line and environment: empty `SPARK_LOCALIZER_*`
+/// variables count as unset, and secrets in URIs are registered before anything
+/// (a usage error, say) can echo them.
+pub fn parse() -> Result<(Cli, ArgOrigins), clap::Error> {
+    // An empty SPARK_LOCALIZER_* variable means "not set" (as an unset flag).
+    for (name, value) in std::env::vars_os() {
+        if value.is_empty() && name.to_string_lossy().starts_with("SPARK_LOCALIZER_") {
+            std::env::remove_var(name);
+        }
+    }
+    // Learn the secrets in URIs before anything can echo them (usage errors do).
+    let env_values = std::env::vars_os()
+        .filter(|(name, _)| name.to_string_lossy().starts_with("SPARK_LOCALIZER_"))
+        .map(|(_, value)| value);
+    for value in std::env::args_os().skip(1).chain(env_values) {
+        let value = value.to_string_lossy();
+        // `--jars=URI,URI` carries its value after the first '='.
+        let value = match value.strip_prefix("--").and_then(|v| v.split_once('=')) {
+            Some((_, v)) => v,
+            None => &*value,
+        };
+        for item in value.split(',').chain([value]) {
+            crate::redact::register_url_secrets(item.trim());
+        }
+    }
+    parse_from(std::env::args_os())
 }
 
 /// Parses the command line; returns the subcommand's arguments with their origins.

@@ -21,15 +21,19 @@ const STATE_DIR: &str = ".spark-localizer";
 /// What was published under a name, so a later run can re-verify it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Record {
-    /// sha256 of the full URI (secrets included, so never stored in the clear).
+    /// sha256 of the URI without userinfo (see [`uri_digest`]).
     pub uri_sha256: String,
     pub size: u64,
     pub sha256: String,
 }
 
-/// sha256 of a URI, as kept in records.
-pub fn uri_digest(uri: &str) -> String {
-    hex::encode(Sha256::digest(uri.as_bytes()))
+/// sha256 of a URI without its userinfo, as kept in records: the emptyDir is
+/// readable by the main container, so nothing there may help guess a password.
+pub fn uri_digest(uri: &url::Url) -> String {
+    let mut bare = uri.clone();
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    hex::encode(Sha256::digest(bare.as_str().as_bytes()))
 }
 
 fn record_path(dir: &Path, name: &str) -> PathBuf {
@@ -44,15 +48,38 @@ pub fn read_record(dir: &Path, name: &str) -> Option<Record> {
 
 /// Writes the record of `name` (temp file + rename, so it is whole or absent).
 pub fn write_record(dir: &Path, name: &str, record: &Record) -> std::io::Result<()> {
-    let state = dir.join(STATE_DIR);
-    std::fs::create_dir_all(&state)?;
-    let tmp = state.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::write(&tmp, serde_json::to_vec(record).expect("record serializes"))
-        .and_then(|()| std::fs::rename(&tmp, record_path(dir, name)));
-    if written.is_err() {
+    let json = serde_json::to_vec(record).expect("record serializes");
+    write_atomic(&record_path(dir, name), &json)
+}
+
+/// Writes `contents` to `path` atomically: a temp file with the reserved prefix
+/// beside it (swept by the next run if this one is killed), fsync, rename.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        "{RESERVED_PREFIX}.{name}.{}.{n}{PARTIAL_SUFFIX}",
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written
+    result
 }
 
 /// Forgets `name`: removes its record (before its file is replaced or removed).
@@ -117,6 +144,10 @@ pub fn recorded_names(dir: &Path) -> Vec<String> {
 
 /// Removes partial files left by an earlier (killed) run. Returns how many.
 pub fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
+    Ok(sweep_in(dir)? + sweep_in(&dir.join(STATE_DIR))?)
+}
+
+fn sweep_in(dir: &Path) -> std::io::Result<usize> {
     let mut removed = 0;
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -242,7 +273,7 @@ mod tests {
     fn records_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let r = Record {
-            uri_sha256: uri_digest("https://h/a.jar"),
+            uri_sha256: uri_digest(&"https://h/a.jar".parse().unwrap()),
             size: 3,
             sha256: "ab".into(),
         };

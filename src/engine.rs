@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::Semaphore;
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 use tracing::{debug, info};
 
 use crate::dest;
@@ -32,6 +31,8 @@ pub struct Options {
     pub retries: u32,
     pub backoff: Backoff,
     pub stall_timeout: Duration,
+    /// Time to open a connection; also the budget for the size probes.
+    pub connect_timeout: Duration,
     pub deadline: Instant,
     /// The configured deadline, for messages.
     pub deadline_len: Duration,
@@ -97,11 +98,10 @@ impl Outcome {
 /// directory locks, held until this is dropped (after the outputs are written).
 pub struct Run {
     pub outcomes: Vec<Outcome>,
-    /// Whether every directory the plan needs was locked (else another run owns it,
-    /// and this one must not touch the shared outputs).
-    pub locked_all: bool,
-    #[allow(dead_code)] // held for their Drop: the locks are released with the Run.
-    locks: Vec<std::fs::File>,
+    /// Real directories another spark-localizer holds: this run must not write
+    /// its shared outputs (classpath, env file, report) there.
+    pub busy: Vec<PathBuf>,
+    _locks: Vec<std::fs::File>,
 }
 
 /// Localizes every artifact of `plan`; returns one outcome per artifact, in plan order.
@@ -117,37 +117,49 @@ pub async fn run(
             outcomes[i] = Some(Outcome::new(Status::Local));
         }
     }
+    let mut locks = Vec::new();
+    let mut busy = Vec::new();
+    let finished = |outcomes: Vec<Option<Outcome>>, stop: Option<Stop>| -> Vec<Outcome> {
+        plan.artifacts
+            .iter()
+            .zip(outcomes)
+            .map(|(a, o)| {
+                o.unwrap_or_else(|| {
+                    stop.expect("every artifact has an outcome")
+                        .outcome(a, opts)
+                })
+            })
+            .collect()
+    };
 
     // Directories: those the plan fetches into (created, waited for), and the
     // configured ones that exist (cleaned if free), so that even an empty plan
-    // clears what an earlier run left. One lock per real directory, however spelled.
+    // clears what an earlier run left. One lock per real directory, taken in a
+    // fixed order so two runs never wait for each other crosswise.
     let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
     let fetched = plan.artifacts.iter().filter_map(|a| match &a.target {
-        Target::Fetch { dir, .. } => Some(dir.as_path()),
+        Target::Fetch { real_dir, .. } => Some((real_dir.clone(), true)),
         Target::Local { .. } => None,
     });
     let existing = plan
         .dirs
         .iter()
-        .map(PathBuf::as_path)
-        .filter(|d| d.is_dir());
-    for (dir, used) in fetched
-        .map(|d| (d, true))
-        .chain(existing.map(|d| (d, false)))
-    {
-        let real = resolved(dir);
-        if !dirs.iter().any(|(r, _)| *r == real) {
-            dirs.push((real, used));
+        .filter(|d| d.is_dir())
+        .map(|d| (resolved(d), false));
+    for (dir, used) in fetched.chain(existing) {
+        if !dirs.iter().any(|(d, _)| *d == dir) {
+            dirs.push((dir, used));
         }
     }
-    let mut locks = Vec::new();
-    let mut locked_all = true;
+    dirs.sort();
     for (dir, used) in &dirs {
         let locked = tokio::select! {
-            locked = dest::lock_dir(dir, opts.deadline, *used) => locked,
+            biased;
             () = cancelled(&opts.cancel) => {
-                return Run { outcomes: interrupted(plan, outcomes), locks, locked_all: false };
+                busy.extend(dirs.iter().map(|(d, _)| d.clone()));
+                return Run { outcomes: finished(outcomes, Some(Stop::Interrupted)), busy, _locks: locks };
             }
+            locked = dest::lock_dir(dir, opts.deadline, *used) => locked,
         };
         let prepared = match locked {
             Ok(Some(lock)) => {
@@ -163,14 +175,20 @@ pub async fn run(
                 })
             }
             // Busy and not needed by this plan: leave it to the run that holds it.
-            Ok(None) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err((
-                ExitCode::Deadline,
-                format!(
-                    "the deadline passed while another spark-localizer was working in {}",
-                    dir.display()
-                ),
-            )),
+            Ok(None) => {
+                busy.push(dir.clone());
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                busy.push(dir.clone());
+                Err((
+                    ExitCode::Deadline,
+                    format!(
+                        "the deadline passed while another spark-localizer was working in {}",
+                        dir.display()
+                    ),
+                ))
+            }
             Err(e) => Err((
                 ExitCode::LocalIo,
                 format!(
@@ -180,11 +198,9 @@ pub async fn run(
             )),
         };
         if let Err((code, message)) = prepared {
-            // Only a lock still held by another run makes the shared outputs not ours.
-            locked_all &= code != ExitCode::Deadline;
             tracing::warn!("{message}");
             for (i, a) in plan.artifacts.iter().enumerate() {
-                if matches!(&a.target, Target::Fetch { dir: d, .. } if resolved(d) == *dir) {
+                if matches!(&a.target, Target::Fetch { real_dir, .. } if real_dir == dir) {
                     outcomes[i] = Some(Outcome::failed(code, format!("{}: {message}", a.shown)));
                 }
             }
@@ -206,10 +222,14 @@ pub async fn run(
         .buffer_unordered(opts.parallelism)
         .collect::<Vec<_>>();
     let verified = tokio::select! {
-        verified = verify => verified,
+        biased;
         () = cancelled(&opts.cancel) => {
-            return Run { outcomes: interrupted(plan, outcomes), locks, locked_all };
+            return Run { outcomes: finished(outcomes, Some(Stop::Interrupted)), busy, _locks: locks };
         }
+        verified = timeout_at(opts.deadline, verify) => match verified {
+            Ok(verified) => verified,
+            Err(_) => return Run { outcomes: finished(outcomes, Some(Stop::Deadline)), busy, _locks: locks },
+        },
     };
     let mut todo = Vec::new();
     for (i, kept) in verified {
@@ -224,7 +244,8 @@ pub async fn run(
     }
     todo.sort_unstable();
 
-    // Largest first. Sizes only matter when there are more transfers than slots.
+    // Largest first. Sizes only matter when there are more transfers than slots;
+    // probing gets one connect timeout in all, then declared order stands.
     let mut sizes = vec![None; plan.artifacts.len()];
     if todo.len() > opts.parallelism {
         let probe_all = futures_util::stream::iter(todo.iter().copied())
@@ -232,18 +253,22 @@ pub async fn run(
                 let a = &plan.artifacts[i];
                 let source = sources.get(a.scheme);
                 async move {
-                    let source = source?;
-                    let probe = timeout(opts.stall_timeout, source.probe(&a.uri)).await;
-                    Some((i, probe.ok()?.ok()?.meta.size?))
+                    let probe = source?.probe(&a.uri).await;
+                    Some((i, probe.ok()?.meta.size?))
                 }
             })
             .buffer_unordered(opts.parallelism * 2)
             .collect::<Vec<_>>();
+        let budget = opts.deadline.min(Instant::now() + opts.connect_timeout);
         let probes = tokio::select! {
-            probes = probe_all => probes,
+            biased;
             () = cancelled(&opts.cancel) => {
-            return Run { outcomes: interrupted(plan, outcomes), locks, locked_all };
-        }
+                return Run { outcomes: finished(outcomes, Some(Stop::Interrupted)), busy, _locks: locks };
+            }
+            probes = timeout_at(budget, probe_all) => probes.unwrap_or_else(|_| {
+                debug!("size probes took longer than {}; keeping declared order", format_duration(opts.connect_timeout));
+                Vec::new()
+            }),
         };
         for (i, size) in probes.into_iter().flatten() {
             sizes[i] = Some(size);
@@ -252,54 +277,64 @@ pub async fn run(
     }
     reporter.begin(todo.len());
 
-    let permits = Arc::new(Semaphore::new(opts.parallelism));
+    // At most `parallelism` transfers run; each holds its slot for the whole
+    // transfer, body included, and meets the deadline and the stop signal.
     let results = futures_util::stream::iter(todo)
         .map(|i| {
             let a = &plan.artifacts[i];
-            let permits = permits.clone();
             let reporter = reporter.clone();
             let size = sizes[i];
             async move {
                 let started = Instant::now();
                 let trace = transfer::Trace::default();
-                let work = async {
-                    // The permit is held for the whole transfer, not just the request.
-                    let _permit = permits.acquire().await.expect("semaphore open");
-                    transfer::fetch_one(i, a, sources, opts, reporter.as_ref(), size, &trace).await
-                };
+                let work = transfer::fetch_one(i, a, sources, opts, reporter.as_ref(), size, &trace);
                 let outcome = tokio::select! {
-                    done = timeout_at(opts.deadline, work) => done.unwrap_or_else(|_| {
-                        trace.failed(
-                            ExitCode::Deadline,
-                            format!(
-                                "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
-                                a.shown,
-                                format_duration(opts.deadline_len)
-                            ),
-                        )
-                    }),
-                    () = cancelled(&opts.cancel) => trace.failed(
-                        ExitCode::Interrupted,
-                        format!("{}: interrupted by a signal before it was localized", a.shown),
-                    ),
+                    biased;
+                    () = cancelled(&opts.cancel) => trace.failed(Stop::Interrupted.outcome(a, opts)),
+                    done = timeout_at(opts.deadline, work) => {
+                        done.unwrap_or_else(|_| trace.failed(Stop::Deadline.outcome(a, opts)))
+                    }
                 };
                 reporter.finish(i);
                 (i, Outcome { duration: started.elapsed(), ..outcome })
             }
         })
-        .buffer_unordered(plan.artifacts.len().max(1))
+        .buffer_unordered(opts.parallelism)
         .collect::<Vec<_>>()
         .await;
     for (i, outcome) in results {
         outcomes[i] = Some(outcome);
     }
     Run {
-        outcomes: outcomes
-            .into_iter()
-            .map(|o| o.expect("every artifact has an outcome"))
-            .collect(),
-        locks,
-        locked_all,
+        outcomes: finished(outcomes, None),
+        busy,
+        _locks: locks,
+    }
+}
+
+/// Why a run stopped before an artifact was localized.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Deadline,
+    Interrupted,
+}
+
+impl Stop {
+    fn outcome(self, a: &Artifact, opts: &Options) -> Outcome {
+        match self {
+            Stop::Deadline => Outcome::failed(
+                ExitCode::Deadline,
+                format!(
+                    "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
+                    a.shown,
+                    format_duration(opts.deadline_len)
+                ),
+            ),
+            Stop::Interrupted => Outcome::failed(
+                ExitCode::Interrupted,
+                format!("{}: interrupted by a signal before it was localized", a.shown),
+            ),
+        }
     }
 }
 
@@ -309,25 +344,6 @@ async fn cancelled(cancel: &tokio::sync::watch::Receiver<bool>) {
     if cancel.wait_for(|stop| *stop).await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-/// Outcomes when a signal stops the run before transfers: the undecided are interrupted.
-fn interrupted(plan: &Plan, outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {
-    plan.artifacts
-        .iter()
-        .zip(outcomes)
-        .map(|(a, o)| {
-            o.unwrap_or_else(|| {
-                Outcome::failed(
-                    ExitCode::Interrupted,
-                    format!(
-                        "{}: interrupted by a signal before it was localized",
-                        a.shown
-                    ),
-                )
-            })
-        })
-        .collect()
 }
 
 /// Removes partial files of earlier runs, and removes files an
@@ -342,8 +358,7 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
     }
     for name in dest::recorded_names(dir) {
         let wanted = plan.artifacts.iter().any(|a| {
-            a.name == name
-                && matches!(&a.target, Target::Fetch { dir: d, .. } if resolved(d) == dir)
+            a.name == name && matches!(&a.target, Target::Fetch { real_dir, .. } if real_dir == dir)
         });
         if !wanted {
             info!(
@@ -360,7 +375,7 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
 /// Keeps a file found at the destination only if it verifies: against the pin if
 /// there is one, else against the record of the run that published it.
 fn verify_existing(a: &Artifact) -> Option<Outcome> {
-    let Target::Fetch { dir, path } = &a.target else {
+    let Target::Fetch { dir, path, .. } = &a.target else {
         return None;
     };
     if !path.is_file() {
@@ -372,9 +387,7 @@ fn verify_existing(a: &Artifact) -> Option<Outcome> {
     let good = match (&a.pin, &record) {
         (Some(pin), _) => *pin == digest,
         (None, Some(r)) => {
-            r.uri_sha256 == dest::uri_digest(a.uri.as_str())
-                && r.size == size
-                && r.sha256 == hex_digest
+            r.uri_sha256 == dest::uri_digest(&a.uri) && r.size == size && r.sha256 == hex_digest
         }
         (None, None) => false,
     };

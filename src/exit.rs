@@ -47,6 +47,14 @@ impl ExitCode {
         }
     }
 
+    /// The code a source failure maps to: integrity problems are 4, the rest 3.
+    pub fn of_fault(kind: crate::source::FaultKind) -> ExitCode {
+        match kind {
+            crate::source::FaultKind::Integrity => ExitCode::Integrity,
+            _ => ExitCode::Fetch,
+        }
+    }
+
     /// The numeric code passed to `std::process::exit`.
     pub fn code(self) -> i32 {
         self as i32

@@ -2,6 +2,7 @@
 //! the env snippet, the report and (on failure) the termination message.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,10 +10,11 @@ use tracing::{error, info, warn};
 
 use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
 use crate::config::{ConfigError, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
+use crate::dest;
 use crate::engine::{self, Options, Outcome, Status};
 use crate::exit::ExitCode;
 use crate::output;
-use crate::plan::{self, Plan, PlanError};
+use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
 use crate::retry::Backoff;
 use crate::source::http::HttpSource;
@@ -39,33 +41,15 @@ pub fn prepare(
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
-    if let Some(pins) = &settings.checksums {
-        for key in pins.value.keys() {
-            let used = plan
-                .artifacts
-                .iter()
-                .any(|a| a.name == key || a.uri.as_str() == key || a.shown == key);
-            if !used {
-                warn!("--checksums pins {key}, which no artifact matches");
-            }
-        }
+    for key in &plan.unused_pins {
+        warn!("--checksums pins {key}, which no artifact matches");
     }
     let http = http.expect("no problems means the client was built");
     Ok((settings, plan, Sources::new(http)))
 }
 
 fn config_message(e: &ConfigError) -> String {
-    let mut message = e.to_string();
-    let mut next = std::error::Error::source(e);
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        next = cause.source();
-    }
-    crate::redact::scrub(&message)
+    crate::redact::error_chain(e)
 }
 
 /// Reports configuration errors (exit code 2) on stderr, and for `fetch` in the
@@ -114,6 +98,16 @@ fn write_termination(explicit: Option<&std::path::Path>, text: &str) {
 /// Runs `fetch` and returns the exit code.
 pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
     let started = Instant::now();
+    // First signal: stop transfers, clean up, report (exit 7). Second: exit at once.
+    let (stop, cancel) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let signal = wait_for_signal().await;
+        warn!("received {signal}: stopping transfers, removing partial files, writing the report");
+        let _ = stop.send(true);
+        let again = wait_for_signal().await;
+        error!("received {again} again: exiting without cleaning up");
+        std::process::exit(ExitCode::Interrupted.code());
+    });
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
         Err(message) => return config_failure(args, &message, true),
@@ -122,18 +116,13 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
     }
 
-    let (stop, cancel) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        let signal = wait_for_signal().await;
-        warn!("received {signal}: stopping transfers, removing partial files, writing the report");
-        let _ = stop.send(true);
-    });
     let options = Options {
         cancel,
         parallelism: settings.parallelism,
         retries: settings.retries,
         backoff: Backoff::new(settings.retry_delay),
         stall_timeout: settings.stall_timeout,
+        connect_timeout: settings.http.connect_timeout,
         deadline: tokio::time::Instant::now() + settings.deadline.value,
         deadline_len: settings.deadline.value,
         fsync: settings.fsync,
@@ -164,7 +153,21 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
         plan.artifacts.len(),
         if plan.artifacts.len() == 1 { "" } else { "s" }
     );
-    if code == ExitCode::Ok {
+    // An output in a directory another spark-localizer holds is that run's to write.
+    let ours = |path: &Path| {
+        let dir = path.parent().map(resolved).unwrap_or_default();
+        let free = !run.busy.contains(&dir);
+        if !free {
+            warn!(
+                "another spark-localizer holds {}: leaving {} to it",
+                dir.display(),
+                path.display()
+            );
+        }
+        free
+    };
+    let classpath_outputs = [&settings.classpath_file, &settings.env_file];
+    if code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
         if let Err(e) = write_classpath(&settings, &plan) {
             let message = format!(
                 "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
@@ -181,18 +184,16 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     let elapsed = started.elapsed();
     let report = output::Report::new(&plan, outcomes, code.code(), elapsed.as_millis() as u64);
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
-    // Without every directory lock, the shared outputs belong to the run holding them.
-    if !run.locked_all {
-        warn!("another spark-localizer holds a destination directory: its report and classpath outputs are left alone");
-    } else if let Err(e) = output::write_atomic(&settings.report, &report_json) {
-        warn!("cannot write the report {}: {e}", settings.report.display());
+    if ours(&settings.report) {
+        if let Err(e) = dest::write_atomic(&settings.report, &report_json) {
+            warn!("cannot write the report {}: {e}", settings.report.display());
+        }
     }
     summarize(outcomes, elapsed);
     if code != ExitCode::Ok {
         // Outputs of an earlier successful run would name files this run removed.
-        let stale = [&settings.classpath_file, &settings.env_file];
-        for stale in stale.into_iter().filter(|_| run.locked_all) {
-            if std::fs::remove_file(stale).is_ok() {
+        for stale in classpath_outputs {
+            if ours(stale) && std::fs::remove_file(stale).is_ok() {
                 info!("removed {} written by an earlier run", stale.display());
             }
         }
@@ -221,11 +222,11 @@ async fn wait_for_signal() -> &'static str {
 
 fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {
     let entries = plan.classpath();
-    output::write_atomic(
+    dest::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),
     )?;
-    output::write_atomic(&settings.env_file, output::env_text(&entries).as_bytes())
+    dest::write_atomic(&settings.env_file, output::env_text(&entries).as_bytes())
 }
 
 fn summarize(outcomes: &[Outcome], elapsed: std::time::Duration) {

@@ -3,28 +3,7 @@ use spark_localizer::exit::ExitCode;
 use spark_localizer::{check, fetch, logging, redact};
 
 fn main() {
-    // An empty SPARK_LOCALIZER_* variable means "not set" (as an unset flag).
-    for (name, value) in std::env::vars_os() {
-        if value.is_empty() && name.to_string_lossy().starts_with("SPARK_LOCALIZER_") {
-            std::env::remove_var(name);
-        }
-    }
-    // Learn the secrets in URIs before anything can echo them (usage errors do).
-    let env_values = std::env::vars_os()
-        .filter(|(name, _)| name.to_string_lossy().starts_with("SPARK_LOCALIZER_"))
-        .map(|(_, value)| value);
-    for value in std::env::args_os().skip(1).chain(env_values) {
-        let value = value.to_string_lossy();
-        // `--jars=URI,URI` carries its value after the first '='.
-        let value = match value.strip_prefix("--").and_then(|v| v.split_once('=')) {
-            Some((_, v)) => v,
-            None => &*value,
-        };
-        for item in value.split(',').chain([value]) {
-            redact::register_url_secrets(item.trim());
-        }
-    }
-    let (cli, origins) = match cli::parse_from(std::env::args_os()) {
+    let (cli, origins) = match cli::parse() {
         Ok(parsed) => parsed,
         Err(e) => {
             // Usage errors echo what was typed, which may hold a URI with a password.

@@ -59,33 +59,6 @@ pub fn env_text(entries: &[PathBuf]) -> String {
     out
 }
 
-/// Writes `contents` to `path` atomically (temp file in the same directory, rename).
-pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".spark-localizer.{name}.{}.partial",
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// One artifact in the JSON report.
 #[derive(Debug, Serialize)]
 pub struct ReportEntry {

@@ -38,8 +38,13 @@ impl fmt::Display for Kind {
 /// Where an artifact ends up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Fetched into `dir` as `dir/name`.
-    Fetch { dir: PathBuf, path: PathBuf },
+    /// Fetched into `dir` as `dir/name`; `real_dir` is where `dir` really leads
+    /// (symlinks and `..` resolved): one lock and one cleanup per real directory.
+    Fetch {
+        dir: PathBuf,
+        path: PathBuf,
+        real_dir: PathBuf,
+    },
     /// `local://`: already in the image at `path`; not fetched.
     Local { path: PathBuf },
 }
@@ -61,12 +66,11 @@ pub struct Artifact {
     pub origin: Origin,
 }
 
-impl Artifact {
-    /// The final path, for fetched artifacts.
-    pub fn dest(&self) -> Option<&std::path::Path> {
-        match &self.target {
-            Target::Fetch { path, .. } => Some(path),
-            Target::Local { .. } => None,
+impl Target {
+    /// The artifact's path: where it is published, or where the image has it.
+    pub fn path(&self) -> &Path {
+        match self {
+            Target::Fetch { path, .. } | Target::Local { path } => path,
         }
     }
 }
@@ -77,6 +81,8 @@ pub struct Plan {
     pub artifacts: Vec<Artifact>,
     /// The configured destination directories (jars, files), fetched into or not.
     pub dirs: Vec<PathBuf>,
+    /// Keys of `--checksums` that no artifact matched.
+    pub unused_pins: Vec<String>,
 }
 
 impl Plan {
@@ -85,9 +91,7 @@ impl Plan {
         self.artifacts
             .iter()
             .filter(|a| a.kind == Kind::Jar)
-            .map(|a| match &a.target {
-                Target::Fetch { path, .. } | Target::Local { path } => path.clone(),
-            })
+            .map(|a| a.target.path().to_owned())
             .collect()
     }
 }
@@ -157,12 +161,17 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         (Kind::Jar, &settings.jars, &settings.jars_dir.value),
         (Kind::File, &settings.files, &settings.files_dir.value),
     ];
+    let mut matched_pins = std::collections::HashSet::new();
     for (kind, declared, dir) in lists {
+        let real_dir = resolved(dir);
         for d in declared {
-            match artifact(kind, d, dir) {
+            match artifact(kind, d, dir, &real_dir) {
                 Ok(mut a) => {
                     if let Some(pins) = &settings.checksums {
-                        a.pin = pins.value.lookup(&d.uri, &a.name);
+                        if let Some((key, digest)) = pins.value.lookup_key(&d.uri, &a.name) {
+                            matched_pins.insert(key.to_owned());
+                            a.pin = Some(digest);
+                        }
                     }
                     artifacts.push(a);
                 }
@@ -218,14 +227,25 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         if settings.files_dir.value != settings.jars_dir.value {
             dirs.push(settings.files_dir.value.clone());
         }
-        Ok(Plan { artifacts, dirs })
+        let unused_pins = settings
+            .checksums
+            .iter()
+            .flat_map(|pins| pins.value.keys())
+            .filter(|key| !matched_pins.contains(*key))
+            .map(str::to_owned)
+            .collect();
+        Ok(Plan {
+            artifacts,
+            dirs,
+            unused_pins,
+        })
     } else {
         Err(PlanError { problems })
     }
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
-fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact, String> {
+fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Artifact, String> {
     let raw = d.uri.as_str();
     register_url_secrets(raw);
     let shown = redact_url(raw);
@@ -324,6 +344,7 @@ fn artifact(kind: Kind, d: &Declared, dir: &std::path::Path) -> Result<Artifact,
         Target::Fetch {
             dir: dir.to_owned(),
             path: dir.join(&name),
+            real_dir: real_dir.to_owned(),
         }
     };
     Ok(Artifact {
@@ -371,7 +392,7 @@ mod tests {
             uri: uri.to_owned(),
             origin: Origin::Flag("jars"),
         };
-        artifact(Kind::Jar, &d, std::path::Path::new("/d"))
+        artifact(Kind::Jar, &d, Path::new("/d"), Path::new("/d"))
     }
 
     #[test]

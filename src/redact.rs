@@ -398,6 +398,22 @@ fn token_end(text: &str, from: usize) -> usize {
     from + token.len()
 }
 
+/// An error and its causes (`source()` chain) as one line, `: `-joined, with
+/// causes already contained in the text skipped, scrubbed of secrets.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    scrub(&text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

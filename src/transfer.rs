@@ -23,8 +23,8 @@ use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources
 /// The longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// Write buffer per transfer.
-const WRITE_BUFFER: usize = 1 << 20;
+/// Write buffer per transfer (tokio's file adds its own copy; keep this modest).
+const WRITE_BUFFER: usize = 256 << 10;
 
 /// What an unfinished transfer got to, for the message when it is cut off.
 #[derive(Default)]
@@ -34,23 +34,27 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// The outcome of a transfer cut off by the deadline or a signal.
-    pub fn failed(&self, code: ExitCode, message: String) -> Outcome {
+    /// The outcome of a transfer cut off by the deadline or a signal, with the
+    /// attempts made and the last error seen added.
+    pub fn failed(&self, cut: Outcome) -> Outcome {
         let last = self.last_error.lock().expect("lock").take();
-        let message = match last {
-            Some(last) => format!("{message} (last error: {last})"),
-            None => message,
-        };
+        let failure = cut.failure.map(|mut f| {
+            if let Some(last) = last {
+                f.message = format!("{} (last error: {last})", f.message);
+            }
+            f
+        });
         Outcome {
             attempts: self.attempts.load(Ordering::Relaxed),
-            ..Outcome::failed(code, message)
+            failure,
+            ..cut
         }
     }
 }
 
 pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
     Record {
-        uri_sha256: dest::uri_digest(a.uri.as_str()),
+        uri_sha256: dest::uri_digest(&a.uri),
         size,
         sha256: sha256.to_owned(),
     }
@@ -115,7 +119,7 @@ pub async fn fetch_one(
     size: Option<u64>,
     trace: &Trace,
 ) -> Outcome {
-    let Target::Fetch { dir, path } = &a.target else {
+    let Target::Fetch { dir, path, .. } = &a.target else {
         return Outcome::new(Status::Local);
     };
     let source = sources
@@ -159,26 +163,24 @@ pub async fn fetch_one(
             }
             Err(AttemptError::Source(e)) => {
                 if !e.is_transient() || attempts > opts.retries {
-                    let code = match e.kind {
-                        FaultKind::Integrity => ExitCode::Integrity,
-                        _ => ExitCode::Fetch,
-                    };
+                    let code = ExitCode::of_fault(e.kind);
                     let tried = if attempts > 1 {
                         format!(" (after {attempts} attempts)")
                     } else {
                         String::new()
                     };
-                    let mut o = Outcome::failed(code, format!("{e}{tried}"));
+                    let mut o = Outcome::failed(code, format!("{}{tried}", e.describe()));
                     o.attempts = attempts;
                     return o;
                 }
-                *trace.last_error.lock().expect("lock") = Some(e.to_string());
+                let described = e.describe();
+                *trace.last_error.lock().expect("lock") = Some(described.clone());
                 // Honour the server's Retry-After, within reason (the deadline still rules).
                 let asked = e.retry_after.map(|d| d.min(MAX_RETRY_AFTER));
                 let delay = opts.backoff.delay(attempts).max(asked.unwrap_or_default());
                 warn!(
                     uri = %a.shown,
-                    "attempt {attempts}/{} failed: {e}; retrying in {}{}",
+                    "attempt {attempts}/{} failed: {described}; retrying in {}{}",
                     opts.retries + 1,
                     format_duration(delay),
                     if t.resumable && t.written > 0 {
@@ -301,7 +303,7 @@ async fn attempt(
         t.started = true;
     }
     t.validator = body.meta.validator.clone();
-    t.resumable = body.meta.ranges && (t.validator.is_some() || a.scheme == Scheme::File);
+    t.resumable = body.meta.ranges && t.validator.is_some();
 
     while let Some(chunk) = timeout(opts.stall_timeout, body.stream.next())
         .await

@@ -44,9 +44,16 @@ async fn meta(path: &std::path::Path) -> Result<Meta, SourceError> {
             format!("{} is not a regular file", path.display()),
         ));
     }
+    // Length and modification time identify this version of the file, so a
+    // resume never splices a file rewritten in between.
+    let modified = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
     Ok(Meta {
         size: Some(md.len()),
-        validator: None,
+        validator: Some(format!("{}-{modified}", md.len())),
         ranges: true,
     })
 }
@@ -59,8 +66,14 @@ impl Source for FileSource {
         let mut file = tokio::fs::File::open(&path)
             .await
             .map_err(|e| io_error(&path, e))?;
-        if req.offset > 0 {
-            file.seek(SeekFrom::Start(req.offset))
+        // Like If-Range: resume only the same version, else send it all.
+        let offset = if req.offset > 0 && req.validator == meta.validator {
+            req.offset
+        } else {
+            0
+        };
+        if offset > 0 {
+            file.seek(SeekFrom::Start(offset))
                 .await
                 .map_err(|e| io_error(&path, e))?;
         }
@@ -82,7 +95,7 @@ impl Source for FileSource {
         );
         Ok(Body {
             meta,
-            offset: req.offset,
+            offset,
             stream: stream.boxed(),
         })
     }

@@ -199,7 +199,7 @@ impl HttpSource {
         for _ in 0..=MAX_REDIRECTS {
             let mut request = self.client.request(method.clone(), current.clone());
             request = request.headers(extra.clone());
-            if same_origin(&current.origin(), &origin) {
+            if current.origin() == origin {
                 for (name, value) in self.headers.iter() {
                     request = request.header(name, value);
                 }
@@ -367,10 +367,6 @@ fn split_userinfo(uri: &Url) -> (Url, Option<HeaderValue>) {
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
     (bare, Some(value))
-}
-
-fn same_origin(a: &Origin, b: &Origin) -> bool {
-    a == b
 }
 
 fn meta_of(response: &Response) -> Meta {

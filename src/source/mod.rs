@@ -156,32 +156,31 @@ impl SourceError {
     }
 }
 
-impl fmt::Display for SourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::redact::scrub(&self.message))?;
-        if let Some(cause) = &self.source {
-            // Causes are walked once here so messages carry the root cause
-            // (e.g. "connection refused") and every piece is scrubbed of secrets.
-            let mut chain = String::new();
-            let mut next: Option<&(dyn std::error::Error + 'static)> = Some(cause.as_ref());
-            while let Some(err) = next {
-                let text = err.to_string();
-                if !chain.contains(&text) {
-                    chain.push_str(": ");
-                    chain.push_str(&text);
-                }
-                next = err.source();
-            }
-            f.write_str(&crate::redact::scrub(&chain))?;
-        }
+impl SourceError {
+    /// The message, its causes (e.g. "connection refused") and the hint, scrubbed
+    /// of secrets: what users read.
+    pub fn describe(&self) -> String {
+        let mut text = crate::redact::error_chain(self);
         if let Some(hint) = self.hint {
-            write!(f, " (hint: {hint})")?;
+            text.push_str(&format!(" (hint: {hint})"));
         }
-        Ok(())
+        text
     }
 }
 
-impl std::error::Error for SourceError {}
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// One instance of every source, shared by all transfers (one connection pool per source).
 #[derive(Clone)]
