@@ -14,7 +14,7 @@ use base64::Engine as _;
 use futures_util::StreamExt;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Response, StatusCode};
-use url::{Origin, Url};
+use url::Url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 use crate::redact::{redact_url, register_secret};
