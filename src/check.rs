@@ -16,35 +16,35 @@ use crate::fetch::{config_failure, prepare};
 use crate::plan::{Plan, Target};
 use crate::source::Sources;
 
-/// Proxy variables reqwest honours (values may hold credentials: never printed).
-const PROXY_VARS: &[&str] = &[
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-    "NO_PROXY",
-    "no_proxy",
-];
-
 /// Runs `check` and returns the exit code.
 pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
         Err(message) => return config_failure(args, &message, false),
     };
-    print!("{}", describe(&settings, &plan, origins));
+    out(&describe(&settings, &plan, origins));
     let timeout = settings.http.connect_timeout + settings.stall_timeout;
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
-    print!("{text}");
+    out(&text);
     if failed == 0 {
-        println!("\nall {} probes succeeded", plan.artifacts.len());
+        out(&format!(
+            "\nall {} probes succeeded\n",
+            plan.artifacts.len()
+        ));
         ExitCode::Ok
     } else {
-        println!("\n{failed} of {} probes failed", plan.artifacts.len());
+        out(&format!(
+            "\n{failed} of {} probes failed\n",
+            plan.artifacts.len()
+        ));
         ExitCode::Fetch
     }
+}
+
+/// Writes to stdout; a closed pipe (`check | head`) is not an error.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// The resolved plan and settings, with origins; credentials by name only.
@@ -186,7 +186,7 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
         );
         any = true;
     }
-    for var in PROXY_VARS {
+    for var in env::PROXY_VARS {
         if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
             let _ = writeln!(out, "  proxy            {var} is set");
             any = true;
@@ -196,7 +196,8 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
         let _ = writeln!(out, "  none found");
     }
 
-    let _ = writeln!(out, "plan ({} artifacts):", plan.artifacts.len());
+    let n = plan.artifacts.len();
+    let _ = writeln!(out, "plan ({n} artifact{}):", if n == 1 { "" } else { "s" });
     for (i, a) in plan.artifacts.iter().enumerate() {
         let dest = match &a.target {
             Target::Fetch { path, .. } => path.display().to_string(),

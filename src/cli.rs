@@ -17,6 +17,15 @@ pub fn bounded_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A progress interval: at least 100ms (anything shorter floods the logs).
+fn progress_interval(s: &str) -> Result<Duration, String> {
+    let d = positive_duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!("'{s}' is less than the minimum of 100ms"));
+    }
+    Ok(d)
+}
+
 /// A duration that must be more than zero (timeouts, intervals, deadlines)
 /// and at most [`crate::duration::MAX`].
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
@@ -149,7 +158,7 @@ pub struct FetchArgs {
     pub no_progress: bool,
 
     /// Interval between plain progress lines when stderr is not a terminal.
-    #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = progress_interval, value_name = "DURATION")]
     pub progress_interval: Duration,
 }
 

@@ -252,6 +252,33 @@ impl Settings {
                 origin: env::SSL_CERT_FILE.to_owned(),
             });
         }
+        // reqwest silently ignores a proxy variable it cannot parse: refuse it instead.
+        for var in env::PROXY_VARS
+            .iter()
+            .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
+        {
+            let Some(value) = std::env::var(var).ok().filter(|v| !v.trim().is_empty()) else {
+                continue;
+            };
+            let value = value.trim();
+            let parses = url::Url::parse(value)
+                .ok()
+                .filter(|u| u.has_host())
+                // Like reqwest, `host:port` without a scheme means http://host:port.
+                .or_else(|| {
+                    (!value.contains("://"))
+                        .then(|| url::Url::parse(&format!("http://{value}")).ok())
+                        .flatten()
+                        .filter(|u| u.has_host())
+                })
+                .is_some();
+            if !parses {
+                problems.push(ConfigError::Invalid {
+                    what: (*var).to_owned(),
+                    reason: "not a proxy URL (e.g. http://proxy:3128); its value is not shown as it may hold credentials".to_owned(),
+                });
+            }
+        }
         let headers = match &args.http_header_file {
             Some(path) => load_header_file(path).unwrap_or_else(|e| {
                 problems.push(e.into());

@@ -137,7 +137,10 @@ pub fn recorded_names(dir: &Path) -> Vec<String> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            Some(name.strip_suffix(".json")?.to_owned())
+            let name = name.strip_suffix(".json")?;
+            // Only names an artifact could have; anything else is not ours to act on.
+            crate::plan::check_name(name).ok()?;
+            Some(name.to_owned())
         })
         .collect()
 }

@@ -30,5 +30,17 @@ pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 /// Tracing filter override (e.g. `spark_localizer=debug`).
 pub const LOG: &str = "SPARK_LOCALIZER_LOG";
 
+/// Proxy variables honoured (values may hold credentials: never printed).
+pub const PROXY_VARS: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
 /// Where Kubernetes mounts the file whose content `kubectl describe pod` shows.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";

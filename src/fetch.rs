@@ -186,7 +186,13 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if ours(&settings.report) {
         if let Err(e) = dest::write_atomic(&settings.report, &report_json) {
-            warn!("cannot write the report {}: {e}", settings.report.display());
+            let message = format!(
+                "cannot write the report {}: {e}; check the volume mount",
+                settings.report.display()
+            );
+            error!("{message}");
+            failures.push(message);
+            code = code.worst(ExitCode::LocalIo);
         }
     }
     summarize(outcomes, elapsed);

@@ -17,12 +17,15 @@ pub struct ScrubbedStderr;
 impl Write for ScrubbedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = crate::redact::scrub(&String::from_utf8_lossy(buf));
-        crate::progress::suspend(|| std::io::stderr().lock().write_all(text.as_bytes()))?;
+        // A closed or full stderr must not stop the work (nor the report and the
+        // termination message): lines that cannot be written are dropped.
+        let _ = crate::progress::suspend(|| std::io::stderr().lock().write_all(text.as_bytes()));
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 
@@ -49,6 +52,7 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(ScrubbedStderr)
+        .log_internal_errors(false)
         .with_target(false);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),

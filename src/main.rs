@@ -1,3 +1,5 @@
+use std::io::Write;
+
 use spark_localizer::cli::{self, Command};
 use spark_localizer::exit::ExitCode;
 use spark_localizer::{check, fetch, logging, redact};
@@ -9,11 +11,11 @@ fn main() {
             // Usage errors echo what was typed, which may hold a URI with a password.
             let text = redact::scrub(&e.render().to_string());
             if e.use_stderr() {
-                eprint!("{text}");
+                let _ = std::io::stderr().write_all(text.as_bytes());
                 std::process::exit(ExitCode::Config.code());
             }
             // --help and --version.
-            print!("{text}");
+            let _ = std::io::stdout().write_all(text.as_bytes());
             std::process::exit(0);
         }
     };
@@ -24,7 +26,10 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot start the async runtime: {e}"
+            );
             std::process::exit(ExitCode::Internal.code());
         }
     };

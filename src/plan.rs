@@ -168,7 +168,13 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
             match artifact(kind, d, dir, &real_dir) {
                 Ok(mut a) => {
                     if let Some(pins) = &settings.checksums {
-                        if let Some((key, digest)) = pins.value.lookup_key(&d.uri, &a.name) {
+                        // A URI key may leave out the userinfo (pins live in ConfigMaps).
+                        let bare = bare_uri(&a.uri);
+                        let found = pins
+                            .value
+                            .lookup_key(&d.uri, &a.name)
+                            .or_else(|| pins.value.lookup_key(&bare, &a.name));
+                        if let Some((key, digest)) = found {
                             matched_pins.insert(key.to_owned());
                             a.pin = Some(digest);
                         }
@@ -242,6 +248,14 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     } else {
         Err(PlanError { problems })
     }
+}
+
+/// `uri` without userinfo, as a pin key may name it.
+fn bare_uri(uri: &Url) -> String {
+    let mut bare = uri.clone();
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    bare.to_string()
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
@@ -330,6 +344,11 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         if uri.host_str().is_some_and(|h| !h.is_empty()) {
             return Err(format!(
                 "{shown} has a host; write local:///absolute/path (three slashes)"
+            ));
+        }
+        if !p.starts_with('/') {
+            return Err(format!(
+                "{shown} names a relative path; write local:///absolute/path"
             ));
         }
         if kind == Kind::Jar && p.contains(':') {
@@ -421,6 +440,7 @@ mod tests {
             ("local:///opt/a:b/x.jar", Err("classpath separator")),
             ("file:/tmp/x.jar", Ok("x.jar")),
             ("local:/opt/x.jar", Ok("x.jar")),
+            ("local:foo.jar", Err("relative path")),
             ("FILE:///tmp/y.jar", Ok("y.jar")),
             ("c:\\x.jar", Err("unsupported scheme 'c'")),
             ("file://otherhost/x.jar", Err("must be local")),

@@ -8,6 +8,8 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use url::Url;
 
+use crate::redact::redact_url;
+
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 
 /// Size of each read from a local file.
@@ -20,28 +22,28 @@ fn path_of(uri: &Url) -> Result<PathBuf, SourceError> {
     uri.to_file_path().map_err(|()| {
         SourceError::new(
             FaultKind::Refused,
-            format!("{uri} is not a local absolute path"),
+            format!("{} is not a local absolute path", redact_url(uri.as_str())),
         )
     })
 }
 
-fn io_error(path: &std::path::Path, err: std::io::Error) -> SourceError {
+fn io_error(shown: &str, err: std::io::Error) -> SourceError {
     let kind = match err.kind() {
         ErrorKind::NotFound => FaultKind::NotFound,
         ErrorKind::PermissionDenied => FaultKind::Auth,
         _ => FaultKind::LocalIo,
     };
-    SourceError::new(kind, format!("cannot read {}", path.display())).with_source(err)
+    SourceError::new(kind, format!("{shown}: cannot read the file")).with_source(err)
 }
 
-async fn meta(path: &std::path::Path) -> Result<Meta, SourceError> {
+async fn meta(shown: &str, path: &std::path::Path) -> Result<Meta, SourceError> {
     let md = tokio::fs::metadata(path)
         .await
-        .map_err(|e| io_error(path, e))?;
+        .map_err(|e| io_error(shown, e))?;
     if !md.is_file() {
         return Err(SourceError::new(
             FaultKind::Refused,
-            format!("{} is not a regular file", path.display()),
+            format!("{shown}: {} is not a regular file", path.display()),
         ));
     }
     // Length and modification time identify this version of the file, so a
@@ -62,10 +64,11 @@ async fn meta(path: &std::path::Path) -> Result<Meta, SourceError> {
 impl Source for FileSource {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let path = path_of(uri)?;
-        let meta = meta(&path).await?;
+        let shown = redact_url(uri.as_str());
+        let meta = meta(&shown, &path).await?;
         let mut file = tokio::fs::File::open(&path)
             .await
-            .map_err(|e| io_error(&path, e))?;
+            .map_err(|e| io_error(&shown, e))?;
         // Like If-Range: resume only the same version, else send it all.
         let offset = if req.offset > 0 && req.validator == meta.validator {
             req.offset
@@ -75,20 +78,20 @@ impl Source for FileSource {
         if offset > 0 {
             file.seek(SeekFrom::Start(offset))
                 .await
-                .map_err(|e| io_error(&path, e))?;
+                .map_err(|e| io_error(&shown, e))?;
         }
         let stream = futures_util::stream::unfold(
-            (file, path, vec![0u8; CHUNK]),
-            |(mut file, path, mut buf)| async move {
+            (file, shown, vec![0u8; CHUNK]),
+            |(mut file, shown, mut buf)| async move {
                 match file.read(&mut buf).await {
                     Ok(0) => None,
                     Ok(n) => Some((
                         Ok(bytes::Bytes::copy_from_slice(&buf[..n])),
-                        (file, path, buf),
+                        (file, shown, buf),
                     )),
                     Err(e) => {
-                        let err = io_error(&path, e);
-                        Some((Err(err), (file, path, buf)))
+                        let err = io_error(&shown, e);
+                        Some((Err(err), (file, shown, buf)))
                     }
                 }
             },
@@ -103,7 +106,7 @@ impl Source for FileSource {
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let path = path_of(uri)?;
         Ok(Probe {
-            meta: meta(&path).await?,
+            meta: meta(&redact_url(uri.as_str()), &path).await?,
             status: "readable".into(),
             redirected_to: None,
         })

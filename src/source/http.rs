@@ -200,7 +200,12 @@ impl HttpSource {
             let mut request = self.client.request(method.clone(), current.clone());
             request = request.headers(extra.clone());
             if current.origin() == origin {
-                for (name, value) in self.headers.iter() {
+                // The URI's own userinfo beats a header-file Authorization.
+                let headers = self
+                    .headers
+                    .iter()
+                    .filter(|(name, _)| basic.is_none() || *name != header::AUTHORIZATION);
+                for (name, value) in headers {
                     request = request.header(name, value);
                 }
                 if let Some(basic) = &basic {
@@ -448,11 +453,18 @@ fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
         // truncated body), is_decode: the network let us down; try again.
         FaultKind::Transient
     };
+    let connect = err.is_connect();
     let error = SourceError::new(kind, shown.to_owned()).with_source(err);
+    let proxied = crate::env_vars::PROXY_VARS
+        .iter()
+        .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     if kind == FaultKind::Tls {
         error.with_hint(
             "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE",
         )
+    } else if connect && proxied {
+        error.with_hint("a proxy variable is set (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY): check the proxy is reachable, or exempt the host with NO_PROXY")
     } else {
         error
     }

@@ -4,6 +4,7 @@
 mod support;
 
 mod check;
+mod edges;
 mod http_errors;
 mod integrity;
 mod jvm;
