@@ -15,6 +15,7 @@ mod restart;
 mod resume;
 mod scheduling;
 mod secrets;
+mod snapshots;
 mod tls;
 mod transient;
 mod validation;
