@@ -28,6 +28,21 @@ for name, size in [("celeborn-client-spark-3-shaded_2.12-0.5.1.jar", 3 << 20),
 with open("repo/conf/log4j2.properties", "w") as f:
     f.write("rootLogger.level = info\n")
 PY
+# A jar with a real class, when a JDK is at hand, to show a JVM loading it.
+if command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1; then
+    mkdir -p hello/src/demo hello/classes
+    cat > hello/src/demo/Hello.java <<'JAVA'
+package demo;
+public class Hello {
+    public static void main(String[] args) {
+        System.out.println("demo.Hello loaded from " + Hello.class.getProtectionDomain().getCodeSource().getLocation());
+    }
+}
+JAVA
+    javac -d hello/classes hello/src/demo/Hello.java
+    jar cf repo/org/apache/celeborn/0.5.1/metrics-plugin.jar -C hello/classes .
+fi
+
 # Pins keyed by destination name (the jdbc jar is renamed with #postgresql.jar).
 (cd repo && sha256sum org/apache/celeborn/0.5.1/*.jar conf/* | sed 's#  .*/#  #; s#jdbc-driver.jar#postgresql.jar#') > pins.sha256
 
@@ -57,6 +72,11 @@ echo "-- spark-jars/classpath:"; cat spark-jars/classpath
 echo "-- spark-jars/spark-classpath.env:"; cat spark-jars/spark-classpath.env
 echo "-- sourced before Spark's entrypoint:"
 SPARK_CLASSPATH=/opt/spark/conf sh -c ". spark-jars/spark-classpath.env; echo SPARK_CLASSPATH=\$SPARK_CLASSPATH"
+
+if command -v java >/dev/null 2>&1 && [ -d hello ]; then
+    echo "-- a JVM started the way Spark's entrypoint would, with the localized classpath:"
+    sh -c ". spark-jars/spark-classpath.env; exec java -cp \"\$SPARK_CLASSPATH\" demo.Hello"
+fi
 
 echo
 echo "== a restarted init container re-verifies and fetches nothing"
