@@ -118,7 +118,8 @@ pub async fn run(
         }
     }
     let mut locks = Vec::new();
-    let mut busy = Vec::new();
+    let mut held: Vec<PathBuf> = Vec::new();
+    let mut busy: Vec<PathBuf> = Vec::new();
     let finished = |outcomes: Vec<Option<Outcome>>, stop: Option<Stop>| -> Vec<Outcome> {
         plan.artifacts
             .iter()
@@ -156,7 +157,18 @@ pub async fn run(
         let locked = tokio::select! {
             biased;
             () = cancelled(&opts.cancel) => {
-                busy.extend(dirs.iter().map(|(d, _)| d.clone()));
+                // Stopping: a directory is busy only if another run really holds it.
+                let unsettled: Vec<PathBuf> = dirs
+                    .iter()
+                    .map(|(d, _)| d.clone())
+                    .filter(|d| !busy.contains(d) && !held.contains(d))
+                    .collect();
+                for d in unsettled {
+                    match dest::lock_dir(&d, Instant::now(), false).await {
+                        Ok(Some(lock)) => locks.push(lock),
+                        _ => busy.push(d),
+                    }
+                }
                 return Run { outcomes: finished(outcomes, Some(Stop::Interrupted)), busy, _locks: locks };
             }
             locked = dest::lock_dir(dir, opts.deadline, *used) => locked,
@@ -164,6 +176,7 @@ pub async fn run(
         let prepared = match locked {
             Ok(Some(lock)) => {
                 locks.push(lock);
+                held.push(dir.clone());
                 prepare_dir(dir, plan).map_err(|e| {
                     (
                         ExitCode::LocalIo,
@@ -259,7 +272,10 @@ pub async fn run(
             })
             .buffer_unordered(opts.parallelism * 2)
             .collect::<Vec<_>>();
-        let budget = opts.deadline.min(Instant::now() + opts.connect_timeout);
+        // At most a quarter of the time left: ordering must not eat the transfers' time.
+        let now = Instant::now();
+        let budget = (now + opts.connect_timeout)
+            .min(now + opts.deadline.saturating_duration_since(now) / 4);
         let probes = tokio::select! {
             biased;
             () = cancelled(&opts.cancel) => {

@@ -42,7 +42,7 @@ pub fn prepare(
         return Err(problems.join("\n"));
     }
     for key in &plan.unused_pins {
-        warn!("--checksums pins {key}, which no artifact matches");
+        warn!("--checksums pins {key}, which no fetched artifact matches (local:// artifacts are in the image and not verified)");
     }
     let http = http.expect("no problems means the client was built");
     Ok((settings, plan, Sources::new(http)))
@@ -147,9 +147,9 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
             failures.push(f.message.clone());
         }
     }
+    let artifact_failures = failures.len();
     let mut headline = format!(
-        "{} of {} artifact{} failed",
-        failures.len(),
+        "{artifact_failures} of {} artifact{} failed",
         plan.artifacts.len(),
         if plan.artifacts.len() == 1 { "" } else { "s" }
     );
@@ -193,6 +193,10 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
             error!("{message}");
             failures.push(message);
             code = code.worst(ExitCode::LocalIo);
+            if artifact_failures == 0 {
+                headline =
+                    "every artifact was localized, but the report could not be written".to_owned();
+            }
         }
     }
     summarize(outcomes, elapsed);

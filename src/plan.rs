@@ -161,23 +161,21 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         (Kind::Jar, &settings.jars, &settings.jars_dir.value),
         (Kind::File, &settings.files, &settings.files_dir.value),
     ];
+    let pins = UrlPins::new(settings);
     let mut matched_pins = std::collections::HashSet::new();
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
         for d in declared {
             match artifact(kind, d, dir, &real_dir) {
                 Ok(mut a) => {
-                    if let Some(pins) = &settings.checksums {
-                        // A URI key may leave out the userinfo (pins live in ConfigMaps).
-                        let bare = bare_uri(&a.uri);
-                        let found = pins
-                            .value
-                            .lookup_key(&d.uri, &a.name)
-                            .or_else(|| pins.value.lookup_key(&bare, &a.name));
-                        if let Some((key, digest)) = found {
-                            matched_pins.insert(key.to_owned());
-                            a.pin = Some(digest);
-                        }
+                    // local:// files are in the image: nothing to verify here.
+                    let pin = match &a.target {
+                        Target::Fetch { .. } => pin_of(&pins, &d.uri, &a),
+                        Target::Local { .. } => None,
+                    };
+                    if let Some((key, digest)) = pin {
+                        matched_pins.insert(key);
+                        a.pin = Some(digest);
                     }
                     artifacts.push(a);
                 }
@@ -250,12 +248,56 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     }
 }
 
-/// `uri` without userinfo, as a pin key may name it.
-fn bare_uri(uri: &Url) -> String {
-    let mut bare = uri.clone();
+/// The pins of `--checksums`, with URI keys also indexed in normalized form
+/// (scheme and host case, default ports, no fragment), so that spellings of
+/// one URI match.
+struct UrlPins<'a> {
+    pins: Option<&'a crate::checksums::Checksums>,
+    normalized: HashMap<String, &'a str>,
+}
+
+impl<'a> UrlPins<'a> {
+    fn new(settings: &'a Settings) -> Self {
+        let pins = settings.checksums.as_ref().map(|c| &c.value);
+        let normalized = pins
+            .into_iter()
+            .flat_map(|p| p.keys())
+            .filter(|key| key.contains("://"))
+            .filter_map(|key| Some((normalize(&Url::parse(key).ok()?), key)))
+            .collect();
+        UrlPins { pins, normalized }
+    }
+}
+
+/// A URL as pins compare it: parsed (lower-case scheme and host, no default
+/// port) and without its fragment.
+fn normalize(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url.to_string()
+}
+
+/// The pin of an artifact and the key that matched. URI keys win over name keys;
+/// a URI key may be spelled differently and may leave out the userinfo (pins
+/// live in ConfigMaps, credentials do not).
+fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 32])> {
+    let all = pins.pins?;
+    let mut bare = a.uri.clone();
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
-    bare.to_string()
+    let by_uri = all
+        .lookup_key(declared, "")
+        .map(|(key, digest)| (key.to_owned(), digest))
+        .or_else(|| {
+            [normalize(&a.uri), normalize(&bare)].iter().find_map(|n| {
+                let key = *pins.normalized.get(n)?;
+                Some((key.to_owned(), all.lookup(key, "")?))
+            })
+        });
+    by_uri.or_else(|| {
+        all.lookup_key("", &a.name)
+            .map(|(key, digest)| (key.to_owned(), digest))
+    })
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.

@@ -145,3 +145,34 @@ fn progress_interval_has_a_floor() {
         .expect_code(2)
         .expect_stderr("--progress-interval");
 }
+
+#[test]
+fn a_uri_pin_without_userinfo_beats_a_name_pin_and_spellings_of_one_uri_match() {
+    let server = FaultServer::start();
+    server.put("/a.jar", data(5, 1000));
+    let good = sha256_hex(&data(5, 1000));
+    let bad = "0".repeat(64);
+    let url = server
+        .url("/a.jar")
+        .replace("http://", "http://user:pw1234@");
+    // The URI key (here without the userinfo) must win over the name key.
+    let sb = Sandbox::new();
+    let pins = sb.write(
+        "pins",
+        format!("{good}  a.jar\n{bad}  {}\n", server.url("/a.jar")),
+    );
+    sb.fetch()
+        .args(["--jars", &url, "--checksums", &s(&pins)])
+        .run()
+        .expect_code(4);
+    // Scheme and host case do not make another key.
+    let sb = Sandbox::new();
+    let shouting = server.url("/a.jar").replace("http://", "HTTP://");
+    let pins = sb.write("pins", format!("{bad}  {shouting}\n"));
+    let out = sb
+        .fetch()
+        .args(["--jars", &server.url("/a.jar"), "--checksums", &s(&pins)])
+        .run();
+    out.expect_code(4);
+    assert!(!out.stderr.contains("no fetched artifact matches"), "{out}");
+}
