@@ -200,6 +200,9 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
     let _ = writeln!(out, "plan ({n} artifact{}):", if n == 1 { "" } else { "s" });
     for (i, a) in plan.artifacts.iter().enumerate() {
         let dest = match &a.target {
+            Target::Fetch { .. } if a.unpack.is_some() => {
+                format!("{} (unpacked)", a.visible().display())
+            }
             Target::Fetch { path, .. } => path.display().to_string(),
             Target::Local { path } => format!("{} (in the image, not fetched)", path.display()),
         };

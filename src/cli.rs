@@ -82,6 +82,27 @@ pub struct FetchArgs {
     #[arg(long, env = env::FILES, value_name = "URIS", action = ArgAction::Append)]
     pub files: Vec<String>,
 
+    /// Archives to fetch and unpack into <files-dir>/<name> (.zip, .jar, .tar, .tar.gz, .tgz),
+    /// comma-separated (repeatable).
+    #[arg(long, env = env::ARCHIVES, value_name = "URIS", action = ArgAction::Append)]
+    pub archives: Vec<String>,
+
+    /// Also put the jars at the top level of unpacked archives on the classpath.
+    #[arg(long, env = env::ARCHIVE_CLASSPATH, value_parser = BoolishValueParser::new())]
+    pub archive_classpath: bool,
+
+    /// Refuse an archive that unpacks to more than this many bytes.
+    #[arg(long, env = env::ARCHIVE_MAX_BYTES, default_value_t = 8 << 30, value_name = "BYTES")]
+    pub archive_max_bytes: u64,
+
+    /// Refuse an archive with more entries than this.
+    #[arg(long, env = env::ARCHIVE_MAX_ENTRIES, default_value_t = 200_000, value_name = "N")]
+    pub archive_max_entries: u64,
+
+    /// Refuse an archive that unpacks to more than this many times its size (zip bombs).
+    #[arg(long, env = env::ARCHIVE_MAX_RATIO, default_value_t = 200, value_name = "N")]
+    pub archive_max_ratio: u64,
+
     /// A Java properties file (spark-defaults.conf, Spark's mounted spark.properties).
     #[arg(long, env = env::PROPERTIES_FILE, value_name = "PATH")]
     pub properties_file: Option<PathBuf>,

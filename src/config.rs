@@ -26,6 +26,7 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 pub mod keys {
     pub const JARS: &[&str] = &["spark.jars", "spark.kubernetes.initcontainer.remoteJars"];
     pub const FILES: &[&str] = &["spark.files", "spark.kubernetes.initcontainer.remoteFiles"];
+    pub const ARCHIVES: &[&str] = &["spark.archives"];
     pub const JARS_DIR: &str = "spark.kubernetes.mountdependencies.jarsDownloadDir";
     pub const FILES_DIR: &str = "spark.kubernetes.mountdependencies.filesDownloadDir";
     pub const MOUNT_TIMEOUT: &str = "spark.kubernetes.mountdependencies.mountTimeout";
@@ -74,6 +75,9 @@ pub struct Declared {
 pub struct Settings {
     pub jars: Vec<Declared>,
     pub files: Vec<Declared>,
+    pub archives: Vec<Declared>,
+    pub archive_classpath: bool,
+    pub archive_limits: crate::archive::Limits,
     pub jars_dir: Sourced<PathBuf>,
     pub files_dir: Sourced<PathBuf>,
     pub deadline: Sourced<Duration>,
@@ -157,6 +161,7 @@ impl Settings {
         };
         let jars = uri_list(&args.jars, "jars", env::JARS, keys::JARS);
         let files = uri_list(&args.files, "files", env::FILES, keys::FILES);
+        let archives = uri_list(&args.archives, "archives", env::ARCHIVES, keys::ARCHIVES);
 
         let dir = |flag: &Option<PathBuf>, id: &'static str, env_name, key: &str, default: &str| {
             if let Some(path) = flag {
@@ -316,6 +321,13 @@ impl Settings {
             termination_log,
             jars,
             files,
+            archives,
+            archive_classpath: args.archive_classpath,
+            archive_limits: crate::archive::Limits {
+                max_bytes: args.archive_max_bytes,
+                max_entries: args.archive_max_entries,
+                max_ratio: args.archive_max_ratio,
+            },
             jars_dir,
             files_dir,
             deadline,

@@ -16,6 +16,10 @@ use sha2::{Digest, Sha256};
 use crate::plan::RESERVED_PREFIX;
 
 const PARTIAL_SUFFIX: &str = ".partial";
+/// A directory an archive is being unpacked into.
+pub const UNPACK_SUFFIX: &str = ".unpack";
+/// A directory being replaced by a newer unpack.
+pub const OLD_SUFFIX: &str = ".old";
 const STATE_DIR: &str = ".spark-localizer";
 
 /// What was published under a name, so a later run can re-verify it.
@@ -34,6 +38,16 @@ pub fn uri_digest(uri: &url::Url) -> String {
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
     hex::encode(Sha256::digest(bare.as_str().as_bytes()))
+}
+
+/// Where a fetched archive is kept (it is unpacked into `<dir>/<name>`).
+pub fn archive_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(STATE_DIR).join("archives").join(name)
+}
+
+/// The marker naming the sha256 of the archive `<dir>/<name>` was unpacked from.
+pub fn unpacked_marker(dir: &Path, name: &str) -> PathBuf {
+    dir.join(STATE_DIR).join(format!("{name}.unpacked"))
 }
 
 fn record_path(dir: &Path, name: &str) -> PathBuf {
@@ -80,6 +94,31 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// A fresh name beside `target` for a temp directory or a replaced one
+/// (`suffix` is [`UNPACK_SUFFIX`] or [`OLD_SUFFIX`]); swept by the next run.
+pub fn temp_beside(target: &Path, suffix: &str) -> PathBuf {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(
+        "{RESERVED_PREFIX}.{name}.{}.{n}{suffix}",
+        std::process::id()
+    ))
+}
+
+/// Removes whatever `path` is (file, symlink or directory tree); absent is fine.
+pub fn remove_any(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Forgets `name`: removes its record (before its file is replaced or removed).
@@ -147,7 +186,8 @@ pub fn recorded_names(dir: &Path) -> Vec<String> {
 
 /// Removes partial files left by an earlier (killed) run. Returns how many.
 pub fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
-    Ok(sweep_in(dir)? + sweep_in(&dir.join(STATE_DIR))?)
+    let state = dir.join(STATE_DIR);
+    Ok(sweep_in(dir)? + sweep_in(&state)? + sweep_in(&state.join("archives"))?)
 }
 
 fn sweep_in(dir: &Path) -> std::io::Result<usize> {
@@ -161,8 +201,15 @@ fn sweep_in(dir: &Path) -> std::io::Result<usize> {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with(RESERVED_PREFIX) && name.ends_with(PARTIAL_SUFFIX) {
+        if !name.starts_with(RESERVED_PREFIX) {
+            continue;
+        }
+        if name.ends_with(PARTIAL_SUFFIX) {
             std::fs::remove_file(entry.path())?;
+            removed += 1;
+        } else if name.ends_with(UNPACK_SUFFIX) || name.ends_with(OLD_SUFFIX) {
+            // An unpack or a replacement cut short.
+            std::fs::remove_dir_all(entry.path())?;
             removed += 1;
         }
     }
@@ -199,6 +246,7 @@ impl TempFile {
     /// Creates (truncating) a fresh temp file for `final_path`.
     pub async fn create(final_path: &Path) -> std::io::Result<(TempFile, tokio::fs::File)> {
         let dir = final_path.parent().unwrap_or(Path::new("."));
+        tokio::fs::create_dir_all(dir).await?;
         let name = final_path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -21,7 +21,7 @@ use crate::plan::{resolved, Artifact, Plan, Target};
 use crate::progress::Reporter;
 use crate::retry::Backoff;
 use crate::source::Sources;
-use crate::transfer;
+use crate::{extract, transfer};
 
 /// How the engine behaves.
 #[derive(Debug, Clone)]
@@ -37,6 +37,8 @@ pub struct Options {
     /// The configured deadline, for messages.
     pub deadline_len: Duration,
     pub fsync: bool,
+    /// Limits for unpacking archives.
+    pub archive_limits: crate::archive::Limits,
     /// Becomes `true` when the process is asked to stop (SIGTERM/SIGINT).
     pub cancel: tokio::sync::watch::Receiver<bool>,
 }
@@ -321,10 +323,81 @@ pub async fn run(
     for (i, outcome) in results {
         outcomes[i] = Some(outcome);
     }
+
+    // Archives: unpack what was fetched or kept, under the same deadline and signal.
+    let unpacks = futures_util::stream::iter(plan.artifacts.iter().enumerate())
+        .filter_map(|(i, a)| {
+            let sha = outcomes[i]
+                .as_ref()
+                .filter(|o| o.failure.is_none())
+                .and_then(|o| o.sha256.clone());
+            let job = a.unpack.as_ref().and(sha).map(|sha| {
+                let artifact = a.clone();
+                let limits = opts.archive_limits;
+                async move {
+                    let published = tokio::task::spawn_blocking(move || {
+                        extract::publish(&artifact, &sha, &limits)
+                    })
+                    .await;
+                    (i, published)
+                }
+            });
+            std::future::ready(job)
+        })
+        .buffer_unordered(opts.parallelism)
+        .collect::<Vec<_>>();
+    let unpacked = tokio::select! {
+        biased;
+        () = cancelled(&opts.cancel) => Err(Stop::Interrupted),
+        done = timeout_at(opts.deadline, unpacks) => done.map_err(|_| Stop::Deadline),
+    };
+    match unpacked {
+        Ok(results) => {
+            for (i, published) in results {
+                let a = &plan.artifacts[i];
+                let into = a.visible().display();
+                match published {
+                    Ok(Ok(extract::Published::Unpacked { entries, bytes })) => {
+                        info!(uri = %a.shown, "unpacked {entries} entries ({bytes} bytes) into {into}");
+                    }
+                    Ok(Ok(extract::Published::Kept)) => {
+                        debug!(uri = %a.shown, "{into} is already unpacked from this archive");
+                    }
+                    Ok(Err((code, message))) => fail(&mut outcomes[i], code, message),
+                    Err(e) => fail(
+                        &mut outcomes[i],
+                        ExitCode::Internal,
+                        format!("{}: unpacking failed: {e}", a.shown),
+                    ),
+                }
+            }
+        }
+        Err(stop) => {
+            for (i, a) in plan.artifacts.iter().enumerate() {
+                if a.unpack.is_some() && !a.visible().is_dir() {
+                    let cut = stop.outcome(a, opts);
+                    fail(
+                        &mut outcomes[i],
+                        cut.failure.as_ref().expect("failed").code,
+                        cut.failure.expect("failed").message,
+                    );
+                }
+            }
+        }
+    }
+
     Run {
         outcomes: finished(outcomes, None),
         busy,
         _locks: locks,
+    }
+}
+
+/// Marks a fetched artifact failed after all (its bytes and digest are kept).
+fn fail(outcome: &mut Option<Outcome>, code: ExitCode, message: String) {
+    if let Some(o) = outcome {
+        o.status = Status::Failed;
+        o.failure = Some(Failure { code, message });
     }
 }
 
@@ -382,7 +455,9 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
                 dir.display()
             );
             dest::remove_record(dir, &name);
-            let _ = std::fs::remove_file(dir.join(&name));
+            let _ = dest::remove_any(&dir.join(&name));
+            let _ = dest::remove_any(&dest::archive_path(dir, &name));
+            let _ = dest::remove_any(&dest::unpacked_marker(dir, &name));
         }
     }
     Ok(())
@@ -394,6 +469,10 @@ fn verify_existing(a: &Artifact) -> Option<Outcome> {
     let Target::Fetch { dir, path, .. } = &a.target else {
         return None;
     };
+    if std::fs::symlink_metadata(path).is_ok_and(|md| md.is_dir()) {
+        // An earlier plan unpacked an archive under this name.
+        let _ = dest::remove_any(path);
+    }
     if !path.is_file() {
         return None;
     }

@@ -41,6 +41,18 @@ pub fn prepare(
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
+    for a in &plan.artifacts {
+        if a.kind == plan::Kind::Archive
+            && a.unpack.is_none()
+            && a.scheme != crate::source::Scheme::Local
+        {
+            warn!(
+                uri = %a.shown,
+                "not a .zip, .jar, .tar, .tar.gz or .tgz archive: copied as is to {}, as Spark does",
+                a.visible().display()
+            );
+        }
+    }
     for key in &plan.unused_pins {
         warn!("--checksums pins {key}, which no fetched artifact matches (local:// artifacts are in the image and not verified)");
     }
@@ -123,6 +135,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
         backoff: Backoff::new(settings.retry_delay),
         stall_timeout: settings.stall_timeout,
         connect_timeout: settings.http.connect_timeout,
+        archive_limits: settings.archive_limits,
         deadline: tokio::time::Instant::now() + settings.deadline.value,
         deadline_len: settings.deadline.value,
         fsync: settings.fsync,
@@ -231,7 +244,19 @@ async fn wait_for_signal() -> &'static str {
 }
 
 fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {
-    let entries = plan.classpath();
+    let entries = if settings.archive_classpath {
+        // Jars in declared order, an archive's top-level jars at the archive's place.
+        plan.artifacts
+            .iter()
+            .flat_map(|a| match (&a.kind, &a.unpack) {
+                (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
+                (plan::Kind::Archive, Some(unpack)) => crate::extract::top_level_jars(&unpack.into),
+                _ => Vec::new(),
+            })
+            .collect()
+    } else {
+        plan.classpath()
+    };
     dest::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),

@@ -4,6 +4,7 @@
 //! classpath fragment; `check` resolves the same plan and probes every source
 //! without writing anything. Modules are named after their one job.
 
+pub mod archive;
 pub mod check;
 pub mod checksums;
 pub mod cli;
@@ -13,6 +14,7 @@ pub mod duration;
 pub mod engine;
 pub mod env_vars;
 pub mod exit;
+pub mod extract;
 pub mod fetch;
 pub mod logging;
 pub mod output;

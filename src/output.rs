@@ -95,10 +95,7 @@ impl Report {
             .map(|(a, o)| ReportEntry {
                 uri: a.shown.clone(),
                 kind: a.kind,
-                destination: match &a.target {
-                    crate::plan::Target::Fetch { path, .. } => Some(path.clone()),
-                    crate::plan::Target::Local { path } => Some(path.clone()),
-                },
+                destination: Some(a.visible().to_owned()),
                 status: o.status,
                 bytes: o.bytes,
                 sha256: o.sha256.clone(),

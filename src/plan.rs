@@ -24,6 +24,9 @@ pub const RESERVED_PREFIX: &str = ".spark-localizer";
 pub enum Kind {
     Jar,
     File,
+    /// Fetched, then unpacked into `<files-dir>/<name>` (or copied as is when its
+    /// format is unknown, as Spark does).
+    Archive,
 }
 
 impl fmt::Display for Kind {
@@ -31,6 +34,7 @@ impl fmt::Display for Kind {
         f.write_str(match self {
             Kind::Jar => "jar",
             Kind::File => "file",
+            Kind::Archive => "archive",
         })
     }
 }
@@ -64,6 +68,27 @@ pub struct Artifact {
     /// The pinned sha256, if any.
     pub pin: Option<[u8; 32]>,
     pub origin: Origin,
+    /// For an archive of a known format: how and where it is unpacked. The fetched
+    /// archive itself is kept in the state directory (`target`).
+    pub unpack: Option<Unpack>,
+}
+
+/// Where an archive is unpacked.
+#[derive(Debug, Clone)]
+pub struct Unpack {
+    pub format: crate::archive::Format,
+    /// `<files-dir>/<name>`: appears only complete, replaced atomically.
+    pub into: PathBuf,
+}
+
+impl Artifact {
+    /// What users see of it: the unpacked directory of an archive, else its path.
+    pub fn visible(&self) -> &Path {
+        match &self.unpack {
+            Some(u) => &u.into,
+            None => self.target.path(),
+        }
+    }
 }
 
 impl Target {
@@ -160,6 +185,7 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let lists = [
         (Kind::Jar, &settings.jars, &settings.jars_dir.value),
         (Kind::File, &settings.files, &settings.files_dir.value),
+        (Kind::Archive, &settings.archives, &settings.files_dir.value),
     ];
     let pins = UrlPins::new(settings);
     let mut matched_pins = std::collections::HashSet::new();
@@ -200,9 +226,10 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     }
     let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
     for a in &artifacts {
-        let Target::Fetch { path, .. } = &a.target else {
+        if let Target::Local { .. } = a.target {
             continue;
-        };
+        }
+        let path = a.visible();
         let real = resolved(path);
         if let Some((_, _, flag)) = reserved.iter().find(|(r, _, _)| *r == real) {
             problems.push(format!(
@@ -360,7 +387,7 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         .into_owned();
     let (name, from_alias) = match alias {
         Some(a) => (a, true),
-        None => (last, false),
+        None => (last.clone(), false),
     };
     check_name(&name).map_err(|why| {
         if from_alias {
@@ -408,6 +435,25 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
             real_dir: real_dir.to_owned(),
         }
     };
+    // Spark tells an archive's format by its file name (not the alias); an unknown
+    // format is copied as is, under its name, like a file.
+    let format = (kind == Kind::Archive)
+        .then(|| crate::archive::Format::detect(&last))
+        .flatten();
+    let (target, unpack) = match (format, target) {
+        (Some(format), Target::Fetch { dir, real_dir, .. }) => (
+            Target::Fetch {
+                path: crate::dest::archive_path(&dir, &name),
+                dir: dir.clone(),
+                real_dir,
+            },
+            Some(Unpack {
+                format,
+                into: dir.join(&name),
+            }),
+        ),
+        (_, target) => (target, None),
+    };
     Ok(Artifact {
         kind,
         uri,
@@ -417,6 +463,7 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         target,
         pin: None,
         origin: d.origin.clone(),
+        unpack,
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod archives;
 mod check;
 mod edges;
 mod http_errors;

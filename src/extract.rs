@@ -1,0 +1,114 @@
+//! Publishes an archive's contents: unpack into a temp directory beside
+//! `<files-dir>/<name>`, then swap it in; keep the directory when it was unpacked
+//! from the same archive digest. The unpacking rules live in [`crate::archive`].
+
+use std::path::Path;
+
+use crate::archive::{self, ArchiveError, Limits};
+use crate::dest;
+use crate::exit::ExitCode;
+use crate::plan::{Artifact, Target};
+
+/// What happened to the unpacked directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// Unpacked (fresh, or replacing an older unpack).
+    Unpacked { entries: u64, bytes: u64 },
+    /// Already unpacked from this very archive by an earlier run.
+    Kept,
+}
+
+/// Unpacks the archive of `a` (kept at its target path, with digest `sha256`).
+/// Blocking: run it on a blocking thread. Errors carry the exit code and a
+/// message naming the archive and, for a refusal, the offending entry.
+pub fn publish(
+    a: &Artifact,
+    sha256: &str,
+    limits: &Limits,
+) -> Result<Published, (ExitCode, String)> {
+    let (Some(unpack), Target::Fetch { dir, path, .. }) = (&a.unpack, &a.target) else {
+        return Ok(Published::Kept);
+    };
+    let marker = dest::unpacked_marker(dir, &a.name);
+    let local = |what: &str, e: std::io::Error| {
+        (
+            ExitCode::LocalIo,
+            format!(
+                "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
+                a.shown,
+                unpack.into.display()
+            ),
+        )
+    };
+    // symlink_metadata: a symlink planted at the name is never taken for the tree.
+    let is_tree = std::fs::symlink_metadata(&unpack.into).is_ok_and(|md| md.is_dir());
+    if is_tree && std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == sha256) {
+        return Ok(Published::Kept);
+    }
+    let tmp = dest::temp_beside(&unpack.into, dest::UNPACK_SUFFIX);
+    std::fs::create_dir(&tmp).map_err(|e| local("create a temp directory beside", e))?;
+    let unpacked = match archive::unpack(path, unpack.format, &tmp, limits) {
+        Ok(unpacked) => unpacked,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(refused(a, e));
+        }
+    };
+    // Swap: the old tree moves aside under a reserved name, the new one takes its
+    // place, the old one goes. A crash in between leaves only reserved names,
+    // which the next run sweeps.
+    let _ = std::fs::remove_file(&marker);
+    let swap = || -> std::io::Result<()> {
+        if std::fs::symlink_metadata(&unpack.into).is_ok() {
+            let old = dest::temp_beside(&unpack.into, dest::OLD_SUFFIX);
+            std::fs::rename(&unpack.into, &old)?;
+            std::fs::rename(&tmp, &unpack.into)?;
+            dest::remove_any(&old)
+        } else {
+            std::fs::rename(&tmp, &unpack.into)
+        }
+    };
+    if let Err(e) = swap() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(local("move the unpacked archive into", e));
+    }
+    dest::write_atomic(&marker, sha256.as_bytes()).map_err(|e| local("record the unpack of", e))?;
+    Ok(Published::Unpacked {
+        entries: unpacked.entries,
+        bytes: unpacked.bytes,
+    })
+}
+
+fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
+    let message = crate::redact::error_chain(&e);
+    if e.is_refusal() {
+        (
+            ExitCode::Integrity,
+            format!(
+                "{}: archive refused, nothing of it was unpacked: {message}",
+                a.shown
+            ),
+        )
+    } else {
+        (
+            ExitCode::LocalIo,
+            format!(
+                "{}: cannot unpack the archive: {message}; check free space and permissions of the volume",
+                a.shown
+            ),
+        )
+    }
+}
+
+/// The jars at the top level of an unpacked archive, by name (`--archive-classpath`).
+pub fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
+    let mut jars: Vec<_> = std::fs::read_dir(into)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")))
+        .collect();
+    jars.sort();
+    jars
+}

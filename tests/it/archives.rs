@@ -1,0 +1,236 @@
+//! `--archives`: fetched like any artifact, unpacked into `<files-dir>/<name>`
+//! atomically, kept when unchanged, replaced when changed, refused (with
+//! nothing visible) when unsafe.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::nginx::Nginx;
+use crate::support::{data, s, sha256_hex, FaultServer, Sandbox};
+
+/// A tree with nested dirs, an empty dir, an executable and a unicode name.
+fn tree(root: &Path) {
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("lib/python3/site")).unwrap();
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    std::fs::write(root.join("bin/python"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(
+        root.join("bin/python"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(root.join("lib/python3/site/mod.py"), data(1, 5000)).unwrap();
+    std::fs::write(root.join("lib/données.txt"), b"unicode\n").unwrap();
+}
+
+fn tar_gz(src: &Path, out: &Path) {
+    let ok = Command::new("tar")
+        .arg("czf")
+        .arg(out)
+        .arg("-C")
+        .arg(src)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tar failed");
+}
+
+fn zip_with(out: &Path, entries: &[(&str, &[u8])]) {
+    let spec: Vec<String> = entries
+        .iter()
+        .map(|(n, b)| format!("({n:?}, bytes.fromhex({:?}))", hex::encode(b)))
+        .collect();
+    let script = format!(
+        "import zipfile\nwith zipfile.ZipFile({:?}, 'w', zipfile.ZIP_DEFLATED) as z:\n    for n, b in [{}]:\n        z.writestr(n, b)\n",
+        s(out),
+        spec.join(", ")
+    );
+    let ok = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "python zipfile failed");
+}
+
+#[test]
+fn tar_gz_from_nginx_with_alias_unpacks_keeps_and_replaces() {
+    let www = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    tree(src.path());
+    tar_gz(src.path(), &www.path().join("pyenv.tar.gz"));
+    let Some(nginx) = Nginx::start(www.path()) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let uri = format!("{}#environment", nginx.url("pyenv.tar.gz"));
+    sb.fetch().args(["--archives", &uri]).run().expect_code(0);
+    let env = sb.files.join("environment");
+    let first = std::fs::read(env.join("lib/python3/site/mod.py")).unwrap();
+    assert!(first == data(1, 5000), "unpacked content differs");
+    assert!(env.join("empty").is_dir());
+    assert_eq!(
+        std::fs::read(env.join("lib/données.txt")).unwrap(),
+        b"unicode\n"
+    );
+    let mode = std::fs::metadata(env.join("bin/python"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "exec bits kept: {mode:o}");
+    let report = sb.report();
+    assert_eq!(report["artifacts"][0]["kind"], "archive");
+    assert_eq!(report["artifacts"][0]["destination"], s(&env));
+
+    // Rerun: the same archive digest keeps the directory.
+    let marker = env.join("lib/marker-from-user");
+    std::fs::write(&marker, b"x").unwrap();
+    sb.fetch().args(["--archives", &uri]).run().expect_code(0);
+    assert!(marker.exists(), "an unchanged archive was unpacked again");
+
+    // Another archive under the same alias (a new version) replaces the directory.
+    std::fs::write(src.path().join("lib/python3/site/mod.py"), data(2, 7000)).unwrap();
+    tar_gz(src.path(), &www.path().join("pyenv-2.tar.gz"));
+    let uri = format!("{}#environment", nginx.url("pyenv-2.tar.gz"));
+    sb.fetch().args(["--archives", &uri]).run().expect_code(0);
+    let now = std::fs::read(env.join("lib/python3/site/mod.py")).unwrap();
+    assert!(
+        now == data(2, 7000),
+        "the new archive's content is not there"
+    );
+    assert!(!marker.exists(), "the old tree survived a changed archive");
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn zip_and_jar_unpack_under_their_file_name_and_pins_check_the_archive() {
+    let server = FaultServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let zip = work.path().join("conf.zip");
+    zip_with(&zip, &[("conf/app.conf", b"a=1\n"), ("README", b"hello\n")]);
+    let bytes = std::fs::read(&zip).unwrap();
+    server.put("/conf.zip", bytes.clone());
+    server.put("/models.jar", bytes.clone());
+    let sb = Sandbox::new();
+    let pins = sb.write("pins", format!("{}  conf.zip\n", sha256_hex(&bytes)));
+    sb.fetch()
+        .args([
+            "--archives",
+            &format!("{},{}", server.url("/conf.zip"), server.url("/models.jar")),
+            "--checksums",
+            &s(&pins),
+        ])
+        .run()
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read(sb.files.join("conf.zip/conf/app.conf")).unwrap(),
+        b"a=1\n"
+    );
+    assert_eq!(
+        std::fs::read(sb.files.join("models.jar/README")).unwrap(),
+        b"hello\n"
+    );
+
+    let sb = Sandbox::new();
+    let bad = sb.write("pins", format!("{}  conf.zip\n", "0".repeat(64)));
+    sb.fetch()
+        .args([
+            "--archives",
+            &server.url("/conf.zip"),
+            "--checksums",
+            &s(&bad),
+        ])
+        .run()
+        .expect_code(4);
+    assert!(!sb.files.join("conf.zip").exists());
+}
+
+#[test]
+fn an_unsafe_archive_is_refused_with_nothing_visible_or_outside() {
+    let server = FaultServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let zip = work.path().join("evil.zip");
+    zip_with(
+        &zip,
+        &[("ok.txt", b"fine\n"), ("../../escaped.txt", b"evil\n")],
+    );
+    server.put("/evil.zip", std::fs::read(&zip).unwrap());
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args(["--archives", &server.url("/evil.zip")])
+        .run();
+    out.expect_code(4)
+        .expect_stderr("evil.zip")
+        .expect_stderr("../../escaped.txt");
+    assert!(
+        !sb.files.join("evil.zip").exists(),
+        "a refused archive became visible"
+    );
+    assert!(
+        !sb.root.join("escaped.txt").exists()
+            && !sb.root.parent().unwrap().join("escaped.txt").exists()
+    );
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+    assert!(sb.term_log_text().unwrap().contains("evil.zip"));
+}
+
+#[test]
+fn unknown_formats_are_copied_as_is_and_archive_jars_join_the_classpath_on_request() {
+    let server = FaultServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let zip = work.path().join("libs.zip");
+    zip_with(
+        &zip,
+        &[
+            ("b.jar", b"jar-b"),
+            ("a.jar", b"jar-a"),
+            ("sub/c.jar", b"jar-c"),
+        ],
+    );
+    server.put("/libs.zip", std::fs::read(&zip).unwrap());
+    server.put("/data.bin", data(3, 100));
+    server.put("/x.jar", data(4, 100));
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args([
+            "--archives",
+            &format!("{},{}", server.url("/data.bin"), server.url("/libs.zip")),
+        ])
+        .args(["--jars", &server.url("/x.jar")])
+        .run();
+    out.expect_code(0).expect_stderr("copied as is");
+    assert_eq!(
+        std::fs::read(sb.files.join("data.bin")).unwrap(),
+        data(3, 100)
+    );
+    assert_eq!(
+        sb.classpath().trim_end(),
+        s(&sb.jar("x.jar")),
+        "archive jars only on request"
+    );
+
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args([
+            "--archives",
+            &server.url("/libs.zip"),
+            "--archive-classpath",
+        ])
+        .args(["--jars", &server.url("/x.jar")])
+        .run()
+        .expect_code(0);
+    let libs = sb.files.join("libs.zip");
+    // Jars come first in the plan, then files, then archives.
+    let want = [
+        s(&sb.jar("x.jar")),
+        s(&libs.join("a.jar")),
+        s(&libs.join("b.jar")),
+    ]
+    .join(":");
+    assert_eq!(sb.classpath().trim_end(), want);
+}
