@@ -27,6 +27,13 @@ for name, size in [("celeborn-client-spark-3-shaded_2.12-0.5.1.jar", 3 << 20),
         z.writestr("payload.bin", random.randbytes(size))
 with open("repo/conf/log4j2.properties", "w") as f:
     f.write("rootLogger.level = info\n")
+# A Python-environment-like bundle for --archives (unpacked under its #alias).
+import io, tarfile
+with tarfile.open("repo/conf/pyenv.tar.gz", "w:gz") as t:
+    for name, body, mode in [("bin/python", b"#!/bin/sh\necho python\n", 0o755),
+                             ("lib/site/mod.py", b"x = 1\n", 0o644)]:
+        info = tarfile.TarInfo(name); info.size = len(body); info.mode = mode
+        t.addfile(info, io.BytesIO(body))
 PY
 # A jar with a real class, when a JDK is at hand, to show a JVM loading it.
 if command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1; then
@@ -55,19 +62,21 @@ for _ in $(seq 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sl
 url="http://127.0.0.1:$port"
 jars="$url/org/apache/celeborn/0.5.1/celeborn-client-spark-3-shaded_2.12-0.5.1.jar,$url/org/apache/celeborn/0.5.1/metrics-plugin.jar,$url/org/apache/celeborn/0.5.1/jdbc-driver.jar#postgresql.jar,local:///opt/spark/jars/spark-core.jar"
 files="$url/conf/log4j2.properties"
+archives="$url/conf/pyenv.tar.gz#environment"
 
 echo "== check: the plan, where each value came from, and a probe of every URI"
-"$bin" check --jars "$jars" --files "$files" --checksums pins.sha256 \
+"$bin" check --jars "$jars" --files "$files" --archives "$archives" --checksums pins.sha256 \
   --jars-dir "$work/spark-jars" --files-dir "$work/spark-files" || true
 
 echo
 echo "== fetch"
-"$bin" fetch --jars "$jars" --files "$files" --checksums pins.sha256 \
+"$bin" fetch --jars "$jars" --files "$files" --archives "$archives" --checksums pins.sha256 \
   --jars-dir "$work/spark-jars" --files-dir "$work/spark-files"
 
 echo
 echo "== outputs in $work"
 ls -l spark-jars spark-files
+echo "-- the unpacked archive:"; find spark-files/environment -type f -exec ls -l {} +
 echo "-- spark-jars/classpath:"; cat spark-jars/classpath
 echo "-- spark-jars/spark-classpath.env:"; cat spark-jars/spark-classpath.env
 echo "-- sourced before Spark's entrypoint:"
@@ -80,7 +89,7 @@ fi
 
 echo
 echo "== a restarted init container re-verifies and fetches nothing"
-"$bin" fetch --jars "$jars" --files "$files" --checksums pins.sha256 \
+"$bin" fetch --jars "$jars" --files "$files" --archives "$archives" --checksums pins.sha256 \
   --jars-dir "$work/spark-jars" --files-dir "$work/spark-files"
 python3 - spark-jars/spark-localizer-report.json <<'PY'
 import json, sys
