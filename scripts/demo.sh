@@ -51,7 +51,7 @@ JAVA
 fi
 
 # Pins keyed by destination name (the jdbc jar is renamed with #postgresql.jar).
-(cd repo && sha256sum org/apache/celeborn/0.5.1/*.jar conf/* | sed 's#  .*/#  #; s#jdbc-driver.jar#postgresql.jar#') > pins.sha256
+(cd repo && sha256sum org/apache/celeborn/0.5.1/*.jar conf/* | sed 's#  .*/#  #; s#jdbc-driver.jar#postgresql.jar#; s#pyenv.tar.gz#environment#') > pins.sha256
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server --bind 127.0.0.1 --directory repo "$port" >server.log 2>&1 &

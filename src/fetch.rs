@@ -53,8 +53,17 @@ pub fn prepare(
             );
         }
     }
+    let has_local = plan
+        .artifacts
+        .iter()
+        .any(|a| matches!(a.target, crate::plan::Target::Local { .. }));
     for key in &plan.unused_pins {
-        warn!("--checksums pins {key}, which no fetched artifact matches (local:// artifacts are in the image and not verified)");
+        let note = if has_local {
+            " (local:// artifacts are in the image and not verified)"
+        } else {
+            ""
+        };
+        warn!("--checksums pins {key}, which no fetched artifact matches{note}");
     }
     let http = http.expect("no problems means the client was built");
     Ok((settings, plan, Sources::new(http)))
