@@ -92,15 +92,15 @@ pub struct FetchArgs {
     pub archive_classpath: bool,
 
     /// Refuse an archive that unpacks to more than this many bytes.
-    #[arg(long, env = env::ARCHIVE_MAX_BYTES, default_value_t = 8 << 30, value_name = "BYTES")]
+    #[arg(long, env = env::ARCHIVE_MAX_BYTES, default_value_t = 8 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub archive_max_bytes: u64,
 
     /// Refuse an archive with more entries than this.
-    #[arg(long, env = env::ARCHIVE_MAX_ENTRIES, default_value_t = 200_000, value_name = "N")]
+    #[arg(long, env = env::ARCHIVE_MAX_ENTRIES, default_value_t = 200_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub archive_max_entries: u64,
 
     /// Refuse an archive that unpacks to more than this many times its size (zip bombs).
-    #[arg(long, env = env::ARCHIVE_MAX_RATIO, default_value_t = 200, value_name = "N")]
+    #[arg(long, env = env::ARCHIVE_MAX_RATIO, default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub archive_max_ratio: u64,
 
     /// A Java properties file (spark-defaults.conf, Spark's mounted spark.properties).

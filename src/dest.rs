@@ -167,21 +167,27 @@ pub async fn lock_dir(
     }
 }
 
-/// Names that have a record in `dir` (artifacts an earlier run published).
+/// Names that have a record in `dir` (artifacts an earlier run published), or an
+/// unpack marker (an archive's tree, even when its record is gone).
 pub fn recorded_names(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir.join(STATE_DIR)) else {
         return Vec::new();
     };
-    entries
+    let mut names: Vec<String> = entries
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let name = name.strip_suffix(".json")?;
+            let name = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(".unpacked"))?;
             // Only names an artifact could have; anything else is not ours to act on.
             crate::plan::check_name(name).ok()?;
             Some(name.to_owned())
         })
-        .collect()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Removes partial files left by an earlier (killed) run. Returns how many.

@@ -108,6 +108,15 @@ pub fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")))
+        .filter(|p| {
+            // The classpath is ':'-separated, one line: such names cannot go on it.
+            let name = p.to_string_lossy();
+            let safe = !name.contains(':') && !name.chars().any(char::is_control);
+            if !safe {
+                tracing::warn!("{} cannot go on the classpath (':' or a control character in its path); skipped", name.escape_debug());
+            }
+            safe
+        })
         .collect();
     jars.sort();
     jars

@@ -246,7 +246,7 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
                 first.shown,
                 a.shown,
                 path.display(),
-                a.shown,
+                a.shown.split('#').next().unwrap_or(&a.shown),
                 a.name
             ));
         } else {

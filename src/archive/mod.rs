@@ -129,7 +129,8 @@ impl ArchiveError {
 
 fn refused(entry: &[u8], reason: impl Into<String>) -> ArchiveError {
     ArchiveError::Refused {
-        entry: String::from_utf8_lossy(entry).into_owned(),
+        // Escaped: an entry name must not forge log or termination-message lines.
+        entry: String::from_utf8_lossy(entry).escape_debug().to_string(),
         reason: reason.into(),
     }
 }
@@ -215,6 +216,9 @@ fn enclosed_link_target(link: &Path, target: &[u8]) -> Result<(), String> {
     }
     if target[0] == b'/' {
         return Err("is a symlink to an absolute path".into());
+    }
+    if target.len() > 4095 {
+        return Err("is a symlink whose target is longer than 4095 bytes".into());
     }
     let mut depth = link.parent().map_or(0, |p| p.components().count());
     let mut descended = false;
@@ -508,6 +512,20 @@ fn unpack_tar<R: Read>(reader: R, sink: &mut Sink<'_>) -> Result<(), ArchiveErro
     for entry in archive.entries().map_err(corrupt)? {
         let mut entry = entry.map_err(corrupt)?;
         let name = entry.path_bytes().into_owned();
+        // PAX sparse files (GNU.sparse.*) would come out as their raw map: refuse.
+        let sparse = entry
+            .pax_extensions()
+            .ok()
+            .flatten()
+            .is_some_and(|mut exts| {
+                exts.any(|e| e.is_ok_and(|e| e.key_bytes().starts_with(b"GNU.sparse")))
+            });
+        if sparse {
+            return Err(refused(
+                &name,
+                "is a PAX sparse file, which is not supported",
+            ));
+        }
         let header = entry.header();
         let kind = header.entry_type();
         let mode = header.mode().ok();

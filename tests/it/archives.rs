@@ -234,3 +234,75 @@ fn unknown_formats_are_copied_as_is_and_archive_jars_join_the_classpath_on_reque
     .join(":");
     assert_eq!(sb.classpath().trim_end(), want);
 }
+
+#[test]
+fn a_tree_whose_name_the_plan_dropped_is_removed_even_after_a_failed_replacement() {
+    let server = FaultServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let good = work.path().join("good.zip");
+    zip_with(&good, &[("a.txt", b"a\n")]);
+    let evil = work.path().join("evil.zip");
+    zip_with(&evil, &[("../x", b"x\n")]);
+    server.put("/good.zip", std::fs::read(&good).unwrap());
+    server.put("/evil.zip", std::fs::read(&evil).unwrap());
+    let sb = Sandbox::new();
+    let env = sb.files.join("env");
+    sb.fetch()
+        .args(["--archives", &format!("{}#env", server.url("/good.zip"))])
+        .run()
+        .expect_code(0);
+    assert!(env.join("a.txt").exists());
+    // A failing replacement under the same name, then a plan without the name.
+    sb.fetch()
+        .args(["--archives", &format!("{}#env", server.url("/evil.zip"))])
+        .run()
+        .expect_code(4);
+    sb.fetch()
+        .args(["--archives", &format!("{}#other", server.url("/good.zip"))])
+        .run()
+        .expect_code(0);
+    assert!(!env.exists(), "an orphaned tree survived");
+    assert!(sb.files.join("other/a.txt").exists());
+}
+
+#[test]
+fn unsafe_names_stay_off_the_classpath_and_zero_limits_are_config_errors() {
+    let server = FaultServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let zip = work.path().join("libs.zip");
+    zip_with(
+        &zip,
+        &[
+            ("ok.jar", b"ok"),
+            ("in:jected.jar", b"x"),
+            ("new\nline.jar", b"y"),
+        ],
+    );
+    server.put("/libs.zip", std::fs::read(&zip).unwrap());
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args([
+            "--archives",
+            &server.url("/libs.zip"),
+            "--archive-classpath",
+        ])
+        .run()
+        .expect_code(0)
+        .expect_stderr("cannot go on the classpath");
+    assert_eq!(
+        sb.classpath(),
+        format!("{}\n", s(&sb.files.join("libs.zip/ok.jar")))
+    );
+
+    for flag in [
+        "--archive-max-bytes",
+        "--archive-max-entries",
+        "--archive-max-ratio",
+    ] {
+        let out = sb
+            .fetch()
+            .args(["--archives", &server.url("/libs.zip"), flag, "0"])
+            .run();
+        out.expect_code(2).expect_stderr(flag);
+    }
+}
