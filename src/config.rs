@@ -300,10 +300,7 @@ impl Settings {
         };
 
         let in_jars_dir = |name: &str| jars_dir.value.join(name);
-        let termination_log = args.termination_log.clone().or_else(|| {
-            let default = Path::new(env::DEFAULT_TERMINATION_LOG);
-            default.exists().then(|| default.to_owned())
-        });
+        let termination_log = termination_log(args.termination_log.as_deref());
         Settings {
             problems,
             classpath_file: args
@@ -344,6 +341,15 @@ impl Settings {
             progress_interval: args.progress_interval,
         }
     }
+}
+
+/// The termination-message file: the one given, else `/dev/termination-log` when
+/// the kubelet mounted it, else none.
+pub fn termination_log(explicit: Option<&Path>) -> Option<PathBuf> {
+    let default = Path::new(env::DEFAULT_TERMINATION_LOG);
+    explicit
+        .map(Path::to_owned)
+        .or_else(|| default.exists().then(|| default.to_owned()))
 }
 
 /// Splits a Spark-style comma-separated list; blanks are skipped, exact repeats dropped.

@@ -96,17 +96,16 @@ pub fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> Exi
     });
     if termination && !into_destination {
         let text = output::termination_text("invalid configuration", &lines);
-        write_termination(args.termination_log.as_deref(), &text);
+        let path = crate::config::termination_log(args.termination_log.as_deref());
+        write_termination(path.as_deref(), &text);
     }
     ExitCode::Config
 }
 
-fn write_termination(explicit: Option<&std::path::Path>, text: &str) {
-    let default = std::path::Path::new(crate::env_vars::DEFAULT_TERMINATION_LOG);
-    let path = match explicit {
-        Some(p) => p,
-        None if default.exists() => default,
-        None => return,
+/// Writes the termination message to `path` (already resolved), if there is one.
+fn write_termination(path: Option<&std::path::Path>, text: &str) {
+    let Some(path) = path else {
+        return;
     };
     if let Err(e) = output::write_termination_log(path, text) {
         warn!(
@@ -253,19 +252,19 @@ async fn wait_for_signal() -> &'static str {
 }
 
 fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {
-    let entries = if settings.archive_classpath {
-        // Jars in declared order, an archive's top-level jars at the archive's place.
-        plan.artifacts
-            .iter()
-            .flat_map(|a| match (&a.kind, &a.unpack) {
-                (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
-                (plan::Kind::Archive, Some(unpack)) => crate::extract::top_level_jars(&unpack.into),
-                _ => Vec::new(),
-            })
-            .collect()
-    } else {
-        plan.classpath()
-    };
+    // Jars in declared order (local:// ones at their path in the image); with
+    // --archive-classpath, an archive's top-level jars at the archive's place.
+    let entries: Vec<std::path::PathBuf> = plan
+        .artifacts
+        .iter()
+        .flat_map(|a| match (&a.kind, &a.unpack) {
+            (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
+            (plan::Kind::Archive, Some(unpack)) if settings.archive_classpath => {
+                crate::extract::top_level_jars(&unpack.into)
+            }
+            _ => Vec::new(),
+        })
+        .collect();
     dest::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),

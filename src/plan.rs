@@ -110,17 +110,6 @@ pub struct Plan {
     pub unused_pins: Vec<String>,
 }
 
-impl Plan {
-    /// Absolute classpath entries in declared order (fetched jars and `local://` jars).
-    pub fn classpath(&self) -> Vec<PathBuf> {
-        self.artifacts
-            .iter()
-            .filter(|a| a.kind == Kind::Jar)
-            .map(|a| a.target.path().to_owned())
-            .collect()
-    }
-}
-
 /// Every problem found in the declared inputs.
 #[derive(Debug)]
 pub struct PlanError {

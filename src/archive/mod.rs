@@ -142,6 +142,14 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ArchiveError + '_ {
     }
 }
 
+/// Creates one directory (0755 until the entry's own mode is applied at the end).
+fn make_dir(abs: &Path) -> Result<(), ArchiveError> {
+    DirBuilder::new()
+        .mode(0o755)
+        .create(abs)
+        .map_err(io_err(abs))
+}
+
 fn corrupt(source: io::Error) -> ArchiveError {
     ArchiveError::Corrupt { source }
 }
@@ -347,10 +355,7 @@ impl<'a> Sink<'a> {
                     return Err(refused(name, "has a parent that is not a directory"));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    DirBuilder::new()
-                        .mode(0o755)
-                        .create(&abs)
-                        .map_err(io_err(&abs))?;
+                    make_dir(&abs)?;
                 }
                 Err(e) => return Err(io_err(&abs)(e)),
             }
@@ -371,10 +376,7 @@ impl<'a> Sink<'a> {
                 Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {}
                 Ok(_) => return Err(refused(name, "duplicates an existing entry")),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    DirBuilder::new()
-                        .mode(0o755)
-                        .create(&abs)
-                        .map_err(io_err(&abs))?;
+                    make_dir(&abs)?;
                 }
                 Err(e) => return Err(io_err(&abs)(e)),
             }
