@@ -22,7 +22,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         Ok(ready) => ready,
         Err(message) => return config_failure(args, &message, false),
     };
-    out(&describe(&settings, &plan, origins));
+    out(&describe(&settings, &plan, &sources, origins));
     let timeout = settings.http.connect_timeout + settings.stall_timeout;
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     out(&text);
@@ -48,7 +48,7 @@ fn out(text: &str) {
 }
 
 /// The resolved plan and settings, with origins; credentials by name only.
-fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
+fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "settings:");
     if let Some(p) = &s.properties_file {
@@ -191,6 +191,14 @@ fn describe(s: &Settings, plan: &Plan, origins: &ArgOrigins) -> String {
             let _ = writeln!(out, "  proxy            {var} is set");
             any = true;
         }
+    }
+    for b in sources.s3_buckets() {
+        let _ = writeln!(
+            out,
+            "  s3 bucket        {}\n    credentials    {}\n    endpoint       {}\n    region         {}",
+            b.bucket, b.credentials, b.endpoint, b.region
+        );
+        any = true;
     }
     if !any {
         let _ = writeln!(out, "  none found");

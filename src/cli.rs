@@ -152,6 +152,12 @@ pub struct FetchArgs {
     #[arg(long, env = env::HTTP_HEADER_FILE, value_name = "FILE")]
     pub http_header_file: Option<PathBuf>,
 
+    /// A mounted Secret directory with `access-key`, `secret-key` and optional
+    /// `session-token` for s3:// and s3a:// URIs; re-read on every request, so
+    /// rotated credentials are picked up. Beats every other S3 credential source.
+    #[arg(long, env = env::S3_CREDENTIALS_DIR, value_name = "DIR")]
+    pub s3_credentials_dir: Option<PathBuf>,
+
     /// fsync each file before publishing it (a restarted run re-verifies files anyway).
     #[arg(long, env = env::FSYNC, value_parser = BoolishValueParser::new())]
     pub fsync: bool,
@@ -281,6 +287,7 @@ pub fn flag_name(id: &'static str) -> &'static str {
         "http_header_file" => "http-header-file",
         "properties_file" => "properties-file",
         "no_progress" => "no-progress",
+        "s3_credentials_dir" => "s3-credentials-dir",
         "progress_interval" => "progress-interval",
         other => other,
     }

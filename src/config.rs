@@ -96,6 +96,8 @@ pub struct Settings {
     pub properties_file: Option<PathBuf>,
     pub no_progress: bool,
     pub progress_interval: Duration,
+    /// S3 inputs (the credentials-dir flag, the S3A keys, the AWS_* environment).
+    pub s3: crate::source::s3::settings::S3Settings,
     /// Every configuration problem found while resolving (reported together).
     pub problems: Vec<ConfigError>,
 }
@@ -299,6 +301,15 @@ impl Settings {
             headers,
         };
 
+        let s3 = crate::source::s3::settings::S3Settings::new(
+            args.s3_credentials_dir.clone().map(|dir| {
+                (
+                    dir,
+                    origin_of("s3_credentials_dir", env::S3_CREDENTIALS_DIR),
+                )
+            }),
+            properties.as_ref(),
+        );
         let in_jars_dir = |name: &str| jars_dir.value.join(name);
         let termination_log = termination_log(args.termination_log.as_deref());
         Settings {
@@ -339,6 +350,7 @@ impl Settings {
             properties_file: args.properties_file.clone(),
             no_progress: args.no_progress,
             progress_interval: args.progress_interval,
+            s3,
         }
     }
 }

@@ -262,7 +262,9 @@ impl TempFile {
             "{RESERVED_PREFIX}.{name}.{}.{n}{PARTIAL_SUFFIX}",
             std::process::id()
         ));
+        // Readable too: parallel ranges are hashed back from the file.
         let file = tokio::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(true)

@@ -29,6 +29,7 @@ pub const REPORT: &str = "SPARK_LOCALIZER_REPORT";
 pub const TERMINATION_LOG: &str = "SPARK_LOCALIZER_TERMINATION_LOG";
 pub const NO_PROGRESS: &str = "SPARK_LOCALIZER_NO_PROGRESS";
 pub const PROGRESS_INTERVAL: &str = "SPARK_LOCALIZER_PROGRESS_INTERVAL";
+pub const S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_S3_CREDENTIALS_DIR";
 pub const LOG_FORMAT: &str = "SPARK_LOCALIZER_LOG_FORMAT";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
@@ -49,3 +50,45 @@ pub const PROXY_VARS: &[&str] = &[
 
 /// Where Kubernetes mounts the file whose content `kubectl describe pod` shows.
 pub const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// The standard AWS variables the S3 source reads (see `source::s3::settings`).
+pub mod aws {
+    pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+    pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+    pub const SESSION_TOKEN: &str = "AWS_SESSION_TOKEN";
+    pub const REGION: &str = "AWS_REGION";
+    pub const DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+    pub const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+    pub const ENDPOINT_URL_S3: &str = "AWS_ENDPOINT_URL_S3";
+    pub const ENDPOINT_URL_STS: &str = "AWS_ENDPOINT_URL_STS";
+    pub const ALLOW_HTTP: &str = "AWS_ALLOW_HTTP";
+    pub const VIRTUAL_HOSTED_STYLE_REQUEST: &str = "AWS_VIRTUAL_HOSTED_STYLE_REQUEST";
+    pub const WEB_IDENTITY_TOKEN_FILE: &str = "AWS_WEB_IDENTITY_TOKEN_FILE";
+    pub const ROLE_ARN: &str = "AWS_ROLE_ARN";
+    pub const ROLE_SESSION_NAME: &str = "AWS_ROLE_SESSION_NAME";
+    pub const CONTAINER_CREDENTIALS_FULL_URI: &str = "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+    pub const CONTAINER_AUTHORIZATION_TOKEN_FILE: &str = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE";
+    pub const CONTAINER_CREDENTIALS_RELATIVE_URI: &str = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+    pub const EC2_METADATA_SERVICE_ENDPOINT: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
+
+    /// Every variable above, for snapshots.
+    pub const ALL: &[&str] = &[
+        ACCESS_KEY_ID,
+        SECRET_ACCESS_KEY,
+        SESSION_TOKEN,
+        REGION,
+        DEFAULT_REGION,
+        ENDPOINT_URL,
+        ENDPOINT_URL_S3,
+        ENDPOINT_URL_STS,
+        ALLOW_HTTP,
+        VIRTUAL_HOSTED_STYLE_REQUEST,
+        WEB_IDENTITY_TOKEN_FILE,
+        ROLE_ARN,
+        ROLE_SESSION_NAME,
+        CONTAINER_CREDENTIALS_FULL_URI,
+        CONTAINER_AUTHORIZATION_TOKEN_FILE,
+        CONTAINER_CREDENTIALS_RELATIVE_URI,
+        EC2_METADATA_SERVICE_ENDPOINT,
+    ];
+}

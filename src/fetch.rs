@@ -18,6 +18,7 @@ use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
 use crate::retry::Backoff;
 use crate::source::http::HttpSource;
+use crate::source::s3::S3Source;
 use crate::source::Sources;
 
 /// Resolves settings, builds the plan and the sources: everything that can be
@@ -38,6 +39,16 @@ pub fn prepare(
     });
     let http =
         HttpSource::new(&settings.http).map_err(|e| problems.push(config_message(&e.into())));
+    let s3 = http.as_ref().ok().and_then(|http| {
+        let buckets = plan
+            .artifacts
+            .iter()
+            .filter(|a| a.scheme == crate::source::Scheme::S3)
+            .filter_map(|a| a.uri.host_str());
+        S3Source::new(&settings.s3, http.client(), buckets)
+            .map_err(|p| problems.extend(p))
+            .ok()
+    });
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
@@ -66,7 +77,8 @@ pub fn prepare(
         warn!("--checksums pins {key}, which no fetched artifact matches{note}");
     }
     let http = http.expect("no problems means the client was built");
-    Ok((settings, plan, Sources::new(http)))
+    let s3 = s3.expect("no problems means the buckets were configured");
+    Ok((settings, plan, Sources::new(http, s3)))
 }
 
 fn config_message(e: &ConfigError) -> String {

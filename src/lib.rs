@@ -21,6 +21,7 @@ pub mod output;
 pub mod plan;
 pub mod progress;
 pub mod properties;
+pub mod ranged;
 pub mod redact;
 pub mod retry;
 pub mod source;

@@ -352,6 +352,9 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
             return Err(format!("{shown} has no host"));
         }
+        Scheme::S3 => {
+            crate::source::s3::locate(&uri)?;
+        }
         Scheme::File
             if uri
                 .host_str()
@@ -554,7 +557,7 @@ mod tests {
     #[test]
     fn unsupported_scheme_lists_supported() {
         let e = one("ftp://x/a.jar").unwrap_err();
-        assert!(e.contains("http, https, file, local"), "{e}");
+        assert!(e.contains("http, https, s3, s3a, file, local"), "{e}");
     }
 
     #[test]

@@ -18,10 +18,11 @@ use crate::engine::{Options, Outcome, Status};
 use crate::exit::ExitCode;
 use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
+use crate::ranged;
 use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
 
 /// The longest `Retry-After` honoured.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Write buffer per transfer (tokio's file adds its own copy; keep this modest).
 const WRITE_BUFFER: usize = 256 << 10;
@@ -258,6 +259,7 @@ async fn attempt(
     }
     let request = OpenRequest {
         offset: t.written,
+        end: None,
         validator: t.validator.clone(),
     };
     let stalled = || {
@@ -304,6 +306,44 @@ async fn attempt(
     }
     t.validator = body.meta.validator.clone();
     t.resumable = body.meta.ranges && t.validator.is_some();
+
+    // A large object from a source that serves ranges: fetch it in parallel ranges.
+    if let (0, 0, Some(size), Some(validator), true) = (
+        body.offset,
+        t.written,
+        body.meta.size,
+        body.meta.validator.clone(),
+        body.meta.ranges,
+    ) {
+        if size >= ranged::THRESHOLD && opts.parallelism > 1 && source.parallel_ranges() {
+            t.file.flush().await?;
+            let file = t.file.get_ref().try_clone().await?.into_std().await;
+            let start = ranged::Start {
+                body,
+                size,
+                validator,
+            };
+            let fetched = ranged::fetch(id, a, source, opts, reporter, file, start).await;
+            return match fetched {
+                Ok(hasher) => {
+                    t.hasher = hasher;
+                    t.written = size;
+                    Ok(())
+                }
+                Err((failure, advanced)) => {
+                    reporter.rewind(id, advanced);
+                    t.file.get_mut().set_len(0).await?;
+                    t.resumable = false;
+                    t.validator = None;
+                    t.expected = None;
+                    Err(match failure {
+                        ranged::Failure::Local(e) => AttemptError::Local(e),
+                        ranged::Failure::Source(e) => AttemptError::Source(e),
+                    })
+                }
+            };
+        }
+    }
 
     while let Some(chunk) = timeout(opts.stall_timeout, body.stream.next())
         .await

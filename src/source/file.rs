@@ -80,6 +80,8 @@ impl Source for FileSource {
                 .await
                 .map_err(|e| io_error(&shown, e))?;
         }
+        let limit = req.end.map_or(u64::MAX, |end| end.saturating_sub(offset));
+        let file = file.take(limit);
         let stream = futures_util::stream::unfold(
             (file, shown, vec![0u8; CHUNK]),
             |(mut file, shown, mut buf)| async move {

@@ -185,6 +185,11 @@ impl HttpSource {
         })
     }
 
+    /// The client, shared with the S3 source (same roots, proxies and pool).
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
     /// Sends `method` to `uri`, following redirects; credentials only to the first origin.
     async fn send(
         &self,
@@ -275,10 +280,11 @@ impl HttpSource {
 impl Source for HttpSource {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let mut extra = HeaderMap::new();
-        if req.offset > 0 {
+        if req.offset > 0 || req.end.is_some() {
+            let last = req.end.map(|end| (end - 1).to_string()).unwrap_or_default();
             extra.insert(
                 header::RANGE,
-                HeaderValue::from_str(&format!("bytes={}-", req.offset)).expect("ascii"),
+                HeaderValue::from_str(&format!("bytes={}-{last}", req.offset)).expect("ascii"),
             );
             if let Some(v) = req
                 .validator
@@ -322,6 +328,10 @@ impl Source for HttpSource {
             offset,
             stream: stream.boxed(),
         })
+    }
+
+    fn parallel_ranges(&self) -> bool {
+        true
     }
 
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
@@ -470,7 +480,7 @@ fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
     }
 }
 
-fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
         if e.downcast_ref::<rustls::Error>().is_some() {

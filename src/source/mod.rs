@@ -6,6 +6,7 @@
 
 pub mod file;
 pub mod http;
+pub mod s3;
 
 use std::fmt;
 use std::pin::Pin;
@@ -22,13 +23,15 @@ pub enum Scheme {
     Http,
     Https,
     File,
+    /// `s3://` and `s3a://` (Hadoop's spelling, which Spark users write).
+    S3,
     /// Already inside the image: never fetched, kept in the classpath in its place.
     Local,
 }
 
 impl Scheme {
     /// Every scheme accepted, as users write them.
-    pub const SUPPORTED: &'static [&'static str] = &["http", "https", "file", "local"];
+    pub const SUPPORTED: &'static [&'static str] = &["http", "https", "s3", "s3a", "file", "local"];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
     pub fn parse(scheme: &str) -> Option<Scheme> {
@@ -36,12 +39,13 @@ impl Scheme {
             "http" => Some(Scheme::Http),
             "https" => Some(Scheme::Https),
             "file" => Some(Scheme::File),
+            "s3" | "s3a" => Some(Scheme::S3),
             "local" => Some(Scheme::Local),
             _ => None,
         }
     }
 
-    /// The supported schemes as one human list: `http, https, file, local`.
+    /// The supported schemes as one human list: `http, https, s3, s3a, file, local`.
     pub fn supported_list() -> String {
         Self::SUPPORTED.join(", ")
     }
@@ -76,6 +80,8 @@ pub struct Body {
 pub struct OpenRequest {
     /// Resume from this offset (0 = from the start).
     pub offset: u64,
+    /// Stop before this offset (exclusive): one range of a parallel transfer.
+    pub end: Option<u64>,
     /// The validator seen by the earlier attempt, sent as `If-Range`.
     pub validator: Option<String>,
 }
@@ -97,6 +103,11 @@ pub trait Source: Send + Sync {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError>;
     /// Learns size, range support and validator without transferring the body.
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError>;
+
+    /// Whether large objects should be fetched as parallel ranges (network sources).
+    fn parallel_ranges(&self) -> bool {
+        false
+    }
 }
 
 /// How a source failure should be treated. The engine retries only [`FaultKind::Transient`].
@@ -187,14 +198,21 @@ impl std::error::Error for SourceError {
 pub struct Sources {
     http: Arc<http::HttpSource>,
     file: Arc<file::FileSource>,
+    s3: Arc<s3::S3Source>,
 }
 
 impl Sources {
-    pub fn new(http: http::HttpSource) -> Self {
+    pub fn new(http: http::HttpSource, s3: s3::S3Source) -> Self {
         Sources {
             http: Arc::new(http),
             file: Arc::new(file::FileSource),
+            s3: Arc::new(s3),
         }
+    }
+
+    /// The S3 buckets in use and how each is configured (for `check`).
+    pub fn s3_buckets(&self) -> Vec<s3::BucketInfo> {
+        self.s3.describe()
     }
 
     /// The source serving `scheme`; `None` for `local://`, which is never fetched.
@@ -202,6 +220,7 @@ impl Sources {
         match scheme {
             Scheme::Http | Scheme::Https => Some(self.http.clone()),
             Scheme::File => Some(self.file.clone()),
+            Scheme::S3 => Some(self.s3.clone()),
             Scheme::Local => None,
         }
     }

@@ -1,0 +1,499 @@
+//! `s3://` and `s3a://` through object_store: one store per bucket (each bucket
+//! may have its own endpoint, region and credentials, as S3A allows), sharing
+//! the HTTP client of the HTTP source (same trust roots, proxies, pool; no
+//! whole-request timeout: the engine's stall timeout rules the body).
+//!
+//! object_store's own retries are off: the engine retries, re-reading rotated
+//! credentials and resuming with ranged, ETag-checked requests.
+
+pub mod secret_dir;
+pub mod settings;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::client::{HttpClient, HttpConnector, HttpError};
+use object_store::path::Path as KeyPath;
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
+use url::Url;
+
+use self::settings::{BucketConfig, Credentials, S3Settings};
+use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+
+/// Where an `s3://bucket/key` URI points: the bucket and the object key.
+pub fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
+    let shown = crate::redact::redact_url(uri.as_str());
+    let bucket = uri.host_str().unwrap_or_default();
+    if bucket.is_empty() {
+        return Err(format!(
+            "{shown} has no bucket (write s3a://bucket/path/to/file)"
+        ));
+    }
+    if !uri.username().is_empty() || uri.password().is_some() {
+        return Err(format!(
+            "{shown} holds credentials; give them with --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key or AWS_* variables instead"
+        ));
+    }
+    if uri.port().is_some() {
+        return Err(format!(
+            "{shown} has a port; the S3 endpoint is set with spark.hadoop.fs.s3a.endpoint or AWS_ENDPOINT_URL"
+        ));
+    }
+    if uri.query().is_some() {
+        return Err(format!(
+            "{shown} has a query ('?'); S3 keys with '?' must be percent-encoded (%3F)"
+        ));
+    }
+    let key = uri.path().trim_start_matches('/');
+    if key.is_empty() {
+        return Err(format!("{shown} names a bucket, not an object"));
+    }
+    let key =
+        KeyPath::from_url_path(key).map_err(|e| format!("{shown} is not a usable S3 key: {e}"))?;
+    Ok((bucket.to_owned(), key))
+}
+
+/// A bucket's store and how it was configured.
+struct Bucket {
+    store: AmazonS3,
+    config: BucketConfig,
+}
+
+/// What `check` prints about one bucket.
+pub struct BucketInfo {
+    pub bucket: String,
+    pub endpoint: String,
+    pub region: String,
+    pub credentials: String,
+}
+
+pub struct S3Source {
+    buckets: BTreeMap<String, Bucket>,
+}
+
+/// Hands object_store the HTTP source's client.
+#[derive(Debug)]
+struct Shared(reqwest::Client);
+
+impl HttpConnector for Shared {
+    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(self.0.clone()))
+    }
+}
+
+impl S3Source {
+    /// Configures every bucket the plan names; all problems are returned together.
+    pub fn new<'a>(
+        settings: &S3Settings,
+        client: &reqwest::Client,
+        buckets: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut out = BTreeMap::new();
+        for bucket in buckets {
+            if out.contains_key(bucket) {
+                continue;
+            }
+            match settings.resolve(bucket) {
+                Ok(config) => match build(&config, client) {
+                    Ok(store) => {
+                        out.insert(bucket.to_owned(), Bucket { store, config });
+                    }
+                    Err(e) => problems.push(format!(
+                        "bucket '{bucket}': {}",
+                        crate::redact::error_chain(&e)
+                    )),
+                },
+                Err(p) => problems.extend(p.into_iter().map(|p| format!("bucket '{bucket}': {p}"))),
+            }
+        }
+        if problems.is_empty() {
+            Ok(S3Source { buckets: out })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Every configured bucket, for `check`.
+    pub fn describe(&self) -> Vec<BucketInfo> {
+        self.buckets
+            .values()
+            .map(|b| BucketInfo {
+                bucket: b.config.bucket.clone(),
+                endpoint: b.config.shown_endpoint.clone(),
+                region: b.config.region.clone(),
+                credentials: b.config.credential_source.clone(),
+            })
+            .collect()
+    }
+
+    fn bucket(&self, uri: &Url) -> Result<(&Bucket, KeyPath), SourceError> {
+        let (bucket, key) = locate(uri).map_err(|e| SourceError::new(FaultKind::Refused, e))?;
+        let b = self.buckets.get(&bucket).ok_or_else(|| {
+            SourceError::new(
+                FaultKind::Refused,
+                format!("bucket '{bucket}' was not configured"),
+            )
+        })?;
+        Ok((b, key))
+    }
+}
+
+fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3> {
+    let retry = RetryConfig {
+        max_retries: 0,
+        ..RetryConfig::default()
+    };
+    let mut b = AmazonS3Builder::new()
+        .with_bucket_name(&c.bucket)
+        .with_region(&c.region)
+        .with_virtual_hosted_style_request(c.virtual_hosted)
+        .with_allow_http(c.allow_http)
+        .with_retry(retry)
+        .with_http_connector(Shared(client.clone()));
+    if let Some(endpoint) = &c.endpoint {
+        b = b.with_endpoint(endpoint);
+    }
+    let key = |name: &str| name.parse::<AmazonS3ConfigKey>();
+    b = match &c.credentials {
+        Credentials::Dir(dir) => b.with_credentials(Arc::new(secret_dir::SecretDir::new(dir))),
+        Credentials::Static {
+            key_id,
+            secret,
+            token,
+        } => {
+            let b = b.with_access_key_id(key_id).with_secret_access_key(secret);
+            match token {
+                Some(t) => b.with_token(t),
+                None => b,
+            }
+        }
+        Credentials::WebIdentity {
+            token_file,
+            role_arn,
+            session_name,
+            sts_endpoint,
+        } => {
+            let mut b = b
+                .with_config(key("aws_web_identity_token_file")?, token_file)
+                .with_config(key("aws_role_arn")?, role_arn);
+            if let Some(s) = session_name {
+                b = b.with_config(key("aws_role_session_name")?, s);
+            }
+            if let Some(s) = sts_endpoint {
+                b = b.with_config(key("aws_endpoint_url_sts")?, s);
+            }
+            b
+        }
+        Credentials::PodIdentity {
+            full_uri,
+            token_file,
+        } => b
+            .with_config(key("aws_container_credentials_full_uri")?, full_uri)
+            .with_config(key("aws_container_authorization_token_file")?, token_file),
+        Credentials::EcsTask { relative_uri } => {
+            b.with_config(key("aws_container_credentials_relative_uri")?, relative_uri)
+        }
+        Credentials::Instance { endpoint } => match endpoint {
+            Some(e) => b.with_metadata_endpoint(e),
+            None => b,
+        },
+        Credentials::Anonymous => b.with_skip_signature(true),
+    };
+    b.build()
+}
+
+#[async_trait]
+impl Source for S3Source {
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
+        let (b, key) = self.bucket(uri)?;
+        let range = match (req.offset, req.end) {
+            (0, None) => None,
+            (start, None) => Some(GetRange::Offset(start)),
+            (start, Some(end)) => Some(GetRange::Bounded(start..end)),
+        };
+        // A range continues a version: If-Match its ETag. When the object changed,
+        // answer from the start, as If-Range does over HTTP.
+        let if_match = range.as_ref().and(req.validator.clone());
+        let ranged = range.is_some();
+        let options = GetOptions {
+            range,
+            if_match,
+            ..GetOptions::default()
+        };
+        let result = match b.store.get_opts(&key, options).await {
+            Err(object_store::Error::Precondition { .. }) if ranged => {
+                b.store.get_opts(&key, GetOptions::default()).await
+            }
+            other => other,
+        }
+        .map_err(|e| classify(b, uri, e))?;
+        let meta = Meta {
+            size: Some(result.meta.size),
+            validator: result.meta.e_tag.clone(),
+            ranges: true,
+        };
+        let offset = result.range.start;
+        let shown = crate::redact::redact_url(uri.as_str());
+        let stream = result.into_stream().map_err(move |e| {
+            SourceError::new(
+                FaultKind::Transient,
+                format!("{shown}: {}", crate::redact::error_chain(&e)),
+            )
+        });
+        Ok(Body {
+            meta,
+            offset,
+            stream: stream.boxed(),
+        })
+    }
+
+    fn parallel_ranges(&self) -> bool {
+        true
+    }
+
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
+        let (b, key) = self.bucket(uri)?;
+        match b.store.head(&key).await {
+            Ok(meta) => Ok(Probe {
+                meta: Meta {
+                    size: Some(meta.size),
+                    validator: meta.e_tag,
+                    ranges: true,
+                },
+                status: "200 OK".to_owned(),
+                redirected_to: None,
+            }),
+            Err(e) => {
+                // A HEAD answer has no body, so no S3 error code: ask for one byte
+                // to tell NoSuchBucket from NoSuchKey, or a bad key from a bad secret.
+                if matches!(
+                    e,
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                ) {
+                    let one = GetOptions {
+                        range: Some(GetRange::Bounded(0..1)),
+                        ..GetOptions::default()
+                    };
+                    if let Err(e) = b.store.get_opts(&key, one).await {
+                        return Err(classify(b, uri, e));
+                    }
+                }
+                Err(classify(b, uri, e))
+            }
+        }
+    }
+}
+
+/// The S3 error code in an error response body (`<Code>NoSuchKey</Code>`).
+fn s3_code(text: &str) -> Option<&str> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let len = text[start..].find("</Code>")?;
+    Some(&text[start..start + len])
+}
+
+/// The HTTP status in object_store's error text (`status code: 503 ...`).
+fn status_of(text: &str) -> Option<u16> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    text.get(at..at + 3)?.parse().ok()
+}
+
+/// A readable detail of an error response: its `<Message>` if any, else the text.
+fn detail(text: &str) -> String {
+    let message = text.find("<Message>").and_then(|s| {
+        let s = s + "<Message>".len();
+        text[s..].find("</Message>").map(|l| &text[s..s + l])
+    });
+    match message {
+        Some(m) => m.to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// Turns an object_store error into what the engine understands.
+fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
+    let shown = crate::redact::redact_url(uri.as_str());
+    let text = crate::redact::error_chain(&err);
+    let code = s3_code(&text).map(str::to_owned);
+    let status = status_of(&text);
+    let bucket = &b.config.bucket;
+    let creds = &b.config.credential_source;
+    // A known S3 error code says it all; otherwise the whole error text helps.
+    let cause = |kind, message: String| {
+        let e = SourceError::new(kind, message);
+        if code.is_some() {
+            e
+        } else {
+            e.with_source(err_box(&text))
+        }
+    };
+
+    if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
+        return SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
+            "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
+        );
+    }
+    let not_found = matches!(err, object_store::Error::NotFound { .. }) || status == Some(404);
+    if not_found {
+        return match code.as_deref() {
+            Some("NoSuchBucket") => SourceError::new(
+                FaultKind::NotFound,
+                format!(
+                    "{shown}: bucket '{bucket}' does not exist at {} (NoSuchBucket)",
+                    b.config.shown_endpoint
+                ),
+            ),
+            Some("NoSuchKey") => SourceError::new(
+                FaultKind::NotFound,
+                format!("{shown}: no such object in bucket '{bucket}' (NoSuchKey)"),
+            ),
+            _ => SourceError::new(
+                FaultKind::NotFound,
+                format!(
+                    "{shown}: not found (HTTP 404 from {})",
+                    b.config.shown_endpoint
+                ),
+            ),
+        };
+    }
+    let denied = matches!(
+        err,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
+    ) || matches!(status, Some(401 | 403));
+    if denied {
+        let what = match code.as_deref() {
+            Some("InvalidAccessKeyId") => "the server does not know the access key id",
+            Some("SignatureDoesNotMatch") => {
+                "the signature does not match: the secret key does not belong to this access key id"
+            }
+            Some("AccessDenied") => "access denied",
+            Some("ExpiredToken") | Some("TokenRefreshRequired") => "the session token has expired",
+            Some("InvalidToken") => "the session token is not valid",
+            _ => "refused",
+        };
+        let code = code
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        return cause(
+            FaultKind::Auth,
+            format!("{shown}: {what}{code}; credentials from {creds}"),
+        )
+        .with_hint("`spark-localizer check` shows which S3 credential source is used and why");
+    }
+    if matches!(
+        code.as_deref(),
+        Some("PermanentRedirect" | "AuthorizationHeaderMalformed")
+    ) || status == Some(301)
+        || text.contains("incorrectly configured region")
+    {
+        return cause(
+            FaultKind::Refused,
+            format!(
+                "{shown}: bucket '{bucket}' is not in region '{}' or not at {}: {}",
+                b.config.region,
+                b.config.shown_endpoint,
+                detail(&text)
+            ),
+        )
+        .with_hint(
+            "set the bucket's region with AWS_REGION or spark.hadoop.fs.s3a.endpoint.region",
+        );
+    }
+    if let Some(http) = find_cause::<HttpError>(&err) {
+        if super::http::has_tls_cause(http) {
+            return cause(
+                FaultKind::Tls,
+                format!(
+                    "{shown}: TLS failure talking to {}: {text}",
+                    b.config.shown_endpoint
+                ),
+            )
+            .with_hint("add the endpoint's CA with --ca-cert or SSL_CERT_FILE");
+        }
+        if let Credentials::Instance { endpoint } = &b.config.credentials {
+            let host = endpoint.as_deref().unwrap_or("169.254.169.254");
+            let host = host.trim_start_matches("http://").trim_end_matches('/');
+            if text.contains(host) {
+                return cause(
+                    FaultKind::Auth,
+                    format!("{shown}: no S3 credentials are configured and EC2 instance metadata did not answer: {text}"),
+                )
+                .with_hint("give credentials: --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA");
+            }
+        }
+        return cause(FaultKind::Transient, format!("{shown}: {text}"));
+    }
+    match status {
+        Some(s) if s >= 500 || s == 408 || s == 429 => {
+            cause(FaultKind::Transient, format!("{shown}: {}", detail(&text)))
+        }
+        _ => cause(
+            FaultKind::Refused,
+            format!(
+                "{shown}: {}{}",
+                detail(&text),
+                code.as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// The error text as a cause (object_store's errors are not `'static`-friendly
+/// once classified; the text is what users need).
+fn err_box(text: &str) -> std::io::Error {
+    std::io::Error::other(text.to_owned())
+}
+
+/// The first cause of type `T` in `err`'s chain.
+fn find_cause<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(t) = e.downcast_ref::<T>() {
+            return Some(t);
+        }
+        current = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_splits_bucket_and_key() {
+        let (b, k) = locate(&Url::parse("s3a://my-bucket/dir/a%20b.jar").unwrap()).unwrap();
+        assert_eq!((b.as_str(), k.as_ref()), ("my-bucket", "dir/a b.jar"));
+        for (uri, why) in [
+            ("s3://b/", "names a bucket"),
+            ("s3:///k.jar", "no bucket"),
+            ("s3://ak:sk@b/k.jar", "holds credentials"),
+            ("s3://b:9000/k.jar", "has a port"),
+            ("s3://b/k.jar?x=1", "has a query"),
+            ("s3://b/a//k.jar", "not a usable S3 key"),
+        ] {
+            let e = locate(&Url::parse(uri).unwrap()).unwrap_err();
+            assert!(e.contains(why), "{uri}: {e}");
+            assert!(!e.contains("sk@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn error_text_parsing() {
+        let t = "Server returned non-2xx status code: 404 Not Found: <?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>";
+        assert_eq!(s3_code(t), Some("NoSuchBucket"));
+        assert_eq!(status_of(t), Some(404));
+        assert_eq!(detail(t), "The specified bucket does not exist");
+        assert_eq!(status_of("nothing"), None);
+    }
+}

@@ -1,0 +1,677 @@
+//! Where an S3 bucket's credentials, endpoint, region and addressing come from.
+//!
+//! Credentials, first match wins (the same order `check` prints):
+//! 1. `--s3-credentials-dir` (a mounted Secret: `access-key`, `secret-key`,
+//!    optional `session-token`; re-read on every request);
+//! 2. the properties file: `spark.hadoop.fs.s3a.bucket.<bucket>.{access.key,
+//!    secret.key,session.token}`, else `spark.hadoop.fs.s3a.{…}`; or anonymous when
+//!    `fs.s3a.aws.credentials.provider` names `AnonymousAWSCredentialsProvider`;
+//! 3. `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`);
+//! 4. web identity / IRSA: `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`
+//!    (STS at `AWS_ENDPOINT_URL_STS`, else `https://sts.<region>.amazonaws.com`);
+//! 5. EKS Pod Identity: `AWS_CONTAINER_CREDENTIALS_FULL_URI` +
+//!    `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`; ECS: `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`;
+//! 6. EC2 instance metadata (the node's role).
+//!
+//! Endpoint: `fs.s3a.[bucket.<b>.]endpoint`, else `AWS_ENDPOINT_URL_S3`, else
+//! `AWS_ENDPOINT_URL`, else AWS. Region: `fs.s3a.[bucket.<b>.]endpoint.region`,
+//! else `AWS_REGION`, else `AWS_DEFAULT_REGION`, else `us-east-1`. Addressing:
+//! `fs.s3a.[bucket.<b>.]path.style.access`, else `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`,
+//! else path-style for a custom endpoint (as the AWS CLI does) and virtual-hosted for AWS.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use url::Url;
+
+use crate::config::Origin;
+use crate::env_vars::aws;
+use crate::properties::Properties;
+
+/// The prefix of the Hadoop S3A keys in a Spark properties file.
+pub const HADOOP_PREFIX: &str = "spark.hadoop.fs.s3a.";
+
+/// The files of a credentials Secret directory.
+pub const ACCESS_KEY_FILE: &str = "access-key";
+pub const SECRET_KEY_FILE: &str = "secret-key";
+pub const SESSION_TOKEN_FILE: &str = "session-token";
+
+/// Everything S3 configuration is made of: the flag, the properties file's S3A keys
+/// and a snapshot of the `AWS_*` environment.
+#[derive(Debug, Clone, Default)]
+pub struct S3Settings {
+    pub credentials_dir: Option<(PathBuf, Origin)>,
+    /// `spark.hadoop.fs.s3a.*` keys as written, with their values.
+    hadoop: BTreeMap<String, String>,
+    properties_path: PathBuf,
+    env: BTreeMap<&'static str, String>,
+}
+
+/// How requests to one bucket are signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// Files re-read on every request.
+    Dir(PathBuf),
+    Static {
+        key_id: String,
+        secret: String,
+        token: Option<String>,
+    },
+    WebIdentity {
+        token_file: String,
+        role_arn: String,
+        session_name: Option<String>,
+        sts_endpoint: Option<String>,
+    },
+    PodIdentity {
+        full_uri: String,
+        token_file: String,
+    },
+    EcsTask {
+        relative_uri: String,
+    },
+    Instance {
+        endpoint: Option<String>,
+    },
+    Anonymous,
+}
+
+/// A bucket's resolved configuration.
+#[derive(Debug, Clone)]
+pub struct BucketConfig {
+    pub bucket: String,
+    /// The endpoint handed to object_store (with the bucket in the host when
+    /// virtual-hosted on a custom endpoint); `None` for AWS's own.
+    pub endpoint: Option<String>,
+    /// The endpoint as users read it (`check`, errors).
+    pub shown_endpoint: String,
+    pub region: String,
+    pub virtual_hosted: bool,
+    pub allow_http: bool,
+    pub credentials: Credentials,
+    /// Where the credentials come from (names only, never values).
+    pub credential_source: String,
+}
+
+impl S3Settings {
+    /// Collects the S3 inputs: the flag, the properties file and the environment.
+    pub fn new(credentials_dir: Option<(PathBuf, Origin)>, props: Option<&Properties>) -> Self {
+        let env = aws::ALL
+            .iter()
+            .filter_map(|&name| {
+                let value = std::env::var(name).ok()?;
+                let value = value.trim();
+                (!value.is_empty()).then(|| (name, value.to_owned()))
+            })
+            .collect();
+        Self::from_parts(credentials_dir, props, env)
+    }
+
+    fn from_parts(
+        credentials_dir: Option<(PathBuf, Origin)>,
+        props: Option<&Properties>,
+        env: BTreeMap<&'static str, String>,
+    ) -> Self {
+        let hadoop: BTreeMap<String, String> = props
+            .map(|p| {
+                p.iter()
+                    .filter(|(k, v)| k.starts_with(HADOOP_PREFIX) && !v.trim().is_empty())
+                    .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (key, value) in &hadoop {
+            if is_secret_key(key) {
+                crate::redact::register_secret(value);
+            }
+        }
+        for name in [aws::SECRET_ACCESS_KEY, aws::SESSION_TOKEN] {
+            if let Some(v) = env.get(name) {
+                crate::redact::register_secret(v);
+            }
+        }
+        S3Settings {
+            credentials_dir,
+            hadoop,
+            properties_path: props
+                .and_then(|p| p.path().map(Path::to_owned))
+                .unwrap_or_default(),
+            env,
+        }
+    }
+
+    fn env(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(String::as_str)
+    }
+
+    /// An S3A key for `bucket`: the per-bucket override, else the global key.
+    fn hadoop(&self, bucket: &str, suffix: &str) -> Option<(&str, Origin)> {
+        [
+            format!("{HADOOP_PREFIX}bucket.{bucket}.{suffix}"),
+            format!("{HADOOP_PREFIX}{suffix}"),
+        ]
+        .into_iter()
+        .find_map(|key| {
+            let value = self.hadoop.get(&key)?;
+            Some((
+                value.as_str(),
+                Origin::Properties {
+                    path: self.properties_path.clone(),
+                    key,
+                },
+            ))
+        })
+    }
+
+    fn hadoop_bool(&self, bucket: &str, suffix: &str) -> Result<Option<bool>, String> {
+        match self.hadoop(bucket, suffix) {
+            None => Ok(None),
+            Some((value, origin)) => parse_bool(value)
+                .map(Some)
+                .ok_or_else(|| format!("{origin}: '{value}' is not true or false")),
+        }
+    }
+
+    /// Resolves `bucket`'s configuration; every problem found is returned.
+    pub fn resolve(&self, bucket: &str) -> Result<BucketConfig, Vec<String>> {
+        let mut problems = Vec::new();
+        let ssl = self
+            .hadoop_bool(bucket, "connection.ssl.enabled")
+            .unwrap_or_else(|e| {
+                problems.push(e);
+                None
+            })
+            .unwrap_or(true);
+        let allow_http_env = match self.env(aws::ALLOW_HTTP) {
+            None => false,
+            Some(v) => parse_bool(v).unwrap_or_else(|| {
+                problems.push(format!("{}: '{v}' is not true or false", aws::ALLOW_HTTP));
+                false
+            }),
+        };
+
+        // Endpoint.
+        let endpoint = if let Some((value, origin)) = self.hadoop(bucket, "endpoint") {
+            // Hadoop: no scheme means https, or http when ssl is disabled; the
+            // default AWS endpoint spelled out means AWS.
+            let with_scheme = if value.contains("://") {
+                value.to_owned()
+            } else if ssl {
+                format!("https://{value}")
+            } else {
+                format!("http://{value}")
+            };
+            match parse_endpoint(&with_scheme) {
+                Ok(url) if is_global_aws(&url) => None,
+                Ok(url) => Some((url, origin)),
+                Err(why) => {
+                    problems.push(format!("{origin}: {why}"));
+                    None
+                }
+            }
+        } else if let Some((name, value)) = [aws::ENDPOINT_URL_S3, aws::ENDPOINT_URL]
+            .iter()
+            .find_map(|&n| self.env(n).map(|v| (n, v)))
+        {
+            match parse_endpoint(value) {
+                Ok(url) if url.scheme() == "http" && !allow_http_env => {
+                    problems.push(format!(
+                        "{name} is plain http ({value}); set {}=true to allow it, or use https",
+                        aws::ALLOW_HTTP
+                    ));
+                    None
+                }
+                Ok(url) => Some((url, Origin::Env(name))),
+                Err(why) => {
+                    problems.push(format!("{name}: {why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        let region = self
+            .hadoop(bucket, "endpoint.region")
+            .map(|(v, _)| v.to_owned())
+            .or_else(|| self.env(aws::REGION).map(str::to_owned))
+            .or_else(|| self.env(aws::DEFAULT_REGION).map(str::to_owned))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+
+        let path_style = match self.hadoop_bool(bucket, "path.style.access") {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => match self.env(aws::VIRTUAL_HOSTED_STYLE_REQUEST) {
+                None => None,
+                Some(v) => match parse_bool(v) {
+                    Some(virtual_hosted) => Some(!virtual_hosted),
+                    None => {
+                        problems.push(format!(
+                            "{}: '{v}' is not true or false",
+                            aws::VIRTUAL_HOSTED_STYLE_REQUEST
+                        ));
+                        None
+                    }
+                },
+            },
+            Err(e) => {
+                problems.push(e);
+                None
+            }
+        };
+        // Bucket names with dots do not fit a TLS wildcard certificate: path-style.
+        let custom = endpoint.is_some();
+        let path_style = path_style.unwrap_or(custom || bucket.contains('.'));
+        let (endpoint, shown_endpoint, allow_http) = match &endpoint {
+            Some((url, _)) => {
+                let base = url.as_str().trim_end_matches('/').to_owned();
+                let store_endpoint = if path_style {
+                    base.clone()
+                } else {
+                    let mut u = url.clone();
+                    let host = format!("{bucket}.{}", url.host_str().unwrap_or_default());
+                    if u.set_host(Some(&host)).is_err() {
+                        problems.push(format!(
+                            "bucket '{bucket}' cannot be put in the endpoint's host name for virtual-hosted addressing; enable path-style access"
+                        ));
+                    }
+                    u.as_str().trim_end_matches('/').to_owned()
+                };
+                (
+                    Some(store_endpoint),
+                    format!(
+                        "{base} ({}, {})",
+                        if path_style {
+                            "path-style"
+                        } else {
+                            "virtual-hosted"
+                        },
+                        endpoint
+                            .as_ref()
+                            .map(|(_, o)| o.to_string())
+                            .unwrap_or_default()
+                    ),
+                    url.scheme() == "http",
+                )
+            }
+            None => (
+                None,
+                if path_style {
+                    format!("https://s3.{region}.amazonaws.com (AWS, path-style)")
+                } else {
+                    format!("https://{bucket}.s3.{region}.amazonaws.com (AWS)")
+                },
+                false,
+            ),
+        };
+
+        let (credentials, credential_source) = match self.credentials(bucket) {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(e);
+                (Credentials::Anonymous, String::new())
+            }
+        };
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(BucketConfig {
+            bucket: bucket.to_owned(),
+            endpoint,
+            shown_endpoint,
+            region,
+            virtual_hosted: !path_style,
+            allow_http,
+            credentials,
+            credential_source,
+        })
+    }
+
+    /// Picks the credential source (see the module documentation for the order).
+    fn credentials(&self, bucket: &str) -> Result<(Credentials, String), String> {
+        if let Some((dir, origin)) = &self.credentials_dir {
+            check_credentials_dir(dir).map_err(|e| format!("{origin} {}: {e}", dir.display()))?;
+            return Ok((
+                Credentials::Dir(dir.clone()),
+                format!("Secret directory {} ({origin})", dir.display()),
+            ));
+        }
+        if let Some((providers, origin)) = self.hadoop(bucket, "aws.credentials.provider") {
+            if providers.contains("AnonymousAWSCredentialsProvider") {
+                return Ok((Credentials::Anonymous, format!("anonymous ({origin})")));
+            }
+        }
+        let key = self.hadoop(bucket, "access.key");
+        let secret = self.hadoop(bucket, "secret.key");
+        match (key, secret) {
+            (Some((key_id, key_origin)), Some((secret, secret_origin))) => {
+                let token = self.hadoop(bucket, "session.token");
+                let mut source = format!("{key_origin} and {}", key_of(&secret_origin));
+                if let Some((_, o)) = &token {
+                    source.push_str(&format!(" and {}", key_of(o)));
+                }
+                return Ok((
+                    Credentials::Static {
+                        key_id: key_id.to_owned(),
+                        secret: secret.to_owned(),
+                        token: token.map(|(t, _)| t.to_owned()),
+                    },
+                    source,
+                ));
+            }
+            (Some((_, origin)), None) => {
+                return Err(format!(
+                    "{origin} is set but no secret.key is: set spark.hadoop.fs.s3a.secret.key too"
+                ))
+            }
+            (None, Some((_, origin))) => {
+                return Err(format!(
+                    "{origin} is set but no access.key is: set spark.hadoop.fs.s3a.access.key too"
+                ))
+            }
+            (None, None) => {}
+        }
+        match (
+            self.env(aws::ACCESS_KEY_ID),
+            self.env(aws::SECRET_ACCESS_KEY),
+        ) {
+            (Some(key_id), Some(secret)) => {
+                let token = self.env(aws::SESSION_TOKEN).map(str::to_owned);
+                let source = if token.is_some() {
+                    format!(
+                        "{}, {} and {}",
+                        aws::ACCESS_KEY_ID,
+                        aws::SECRET_ACCESS_KEY,
+                        aws::SESSION_TOKEN
+                    )
+                } else {
+                    format!("{} and {}", aws::ACCESS_KEY_ID, aws::SECRET_ACCESS_KEY)
+                };
+                return Ok((
+                    Credentials::Static {
+                        key_id: key_id.to_owned(),
+                        secret: secret.to_owned(),
+                        token,
+                    },
+                    source,
+                ));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(format!(
+                    "only one of {} and {} is set; set both",
+                    aws::ACCESS_KEY_ID,
+                    aws::SECRET_ACCESS_KEY
+                ))
+            }
+            (None, None) => {}
+        }
+        if let Some(token_file) = self.env(aws::WEB_IDENTITY_TOKEN_FILE) {
+            let Some(role_arn) = self.env(aws::ROLE_ARN) else {
+                return Err(format!(
+                    "{} is set but {} is not; IRSA sets both (check the service account's eks.amazonaws.com/role-arn annotation)",
+                    aws::WEB_IDENTITY_TOKEN_FILE,
+                    aws::ROLE_ARN
+                ));
+            };
+            if let Err(e) = std::fs::metadata(token_file) {
+                return Err(format!(
+                    "{}={token_file}: cannot read the token file: {e}",
+                    aws::WEB_IDENTITY_TOKEN_FILE
+                ));
+            }
+            let sts = self.env(aws::ENDPOINT_URL_STS).map(str::to_owned);
+            let source = format!(
+                "web identity (IRSA): {}={token_file}, {}={role_arn}, STS {}",
+                aws::WEB_IDENTITY_TOKEN_FILE,
+                aws::ROLE_ARN,
+                sts.as_deref()
+                    .unwrap_or("https://sts.<region>.amazonaws.com")
+            );
+            return Ok((
+                Credentials::WebIdentity {
+                    token_file: token_file.to_owned(),
+                    role_arn: role_arn.to_owned(),
+                    session_name: self.env(aws::ROLE_SESSION_NAME).map(str::to_owned),
+                    sts_endpoint: sts,
+                },
+                source,
+            ));
+        }
+        if let Some(full_uri) = self.env(aws::CONTAINER_CREDENTIALS_FULL_URI) {
+            let Some(token_file) = self.env(aws::CONTAINER_AUTHORIZATION_TOKEN_FILE) else {
+                return Err(format!(
+                    "{} is set but {} is not; EKS Pod Identity sets both",
+                    aws::CONTAINER_CREDENTIALS_FULL_URI,
+                    aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
+                ));
+            };
+            return Ok((
+                Credentials::PodIdentity {
+                    full_uri: full_uri.to_owned(),
+                    token_file: token_file.to_owned(),
+                },
+                format!(
+                    "EKS Pod Identity: {}={full_uri}, {}={token_file}",
+                    aws::CONTAINER_CREDENTIALS_FULL_URI,
+                    aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
+                ),
+            ));
+        }
+        if let Some(relative_uri) = self.env(aws::CONTAINER_CREDENTIALS_RELATIVE_URI) {
+            return Ok((
+                Credentials::EcsTask {
+                    relative_uri: relative_uri.to_owned(),
+                },
+                format!(
+                    "ECS task role ({})",
+                    aws::CONTAINER_CREDENTIALS_RELATIVE_URI
+                ),
+            ));
+        }
+        let endpoint = self
+            .env(aws::EC2_METADATA_SERVICE_ENDPOINT)
+            .map(str::to_owned);
+        Ok((
+            Credentials::Instance {
+                endpoint: endpoint.clone(),
+            },
+            format!(
+                "EC2 instance metadata at {} (no other S3 credentials are configured)",
+                endpoint.as_deref().unwrap_or("http://169.254.169.254")
+            ),
+        ))
+    }
+}
+
+/// The key name of a properties origin (for compact credential descriptions).
+fn key_of(origin: &Origin) -> String {
+    match origin {
+        Origin::Properties { key, .. } => key.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn is_secret_key(key: &str) -> bool {
+    key.ends_with(".secret.key") || key.ends_with(".session.token")
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" | "on" => Some(true),
+        "false" | "no" | "0" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_endpoint(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value).map_err(|e| format!("'{value}' is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("'{value}' is not an http(s) endpoint"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("'{value}' has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "the endpoint must not hold credentials; use the S3 credential settings".into(),
+        );
+    }
+    if url.path() != "/" || url.query().is_some() {
+        return Err(format!(
+            "'{value}' has a path or query; give scheme://host[:port] only"
+        ));
+    }
+    Ok(url)
+}
+
+/// Hadoop's default endpoint, spelled out: the same as none.
+fn is_global_aws(url: &Url) -> bool {
+    url.scheme() == "https" && url.host_str() == Some("s3.amazonaws.com")
+}
+
+/// The credentials Secret directory must hold the two required files.
+pub fn check_credentials_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read the directory: {e}"))?;
+    if !meta.is_dir() {
+        return Err("not a directory".into());
+    }
+    for file in [ACCESS_KEY_FILE, SECRET_KEY_FILE] {
+        std::fs::metadata(dir.join(file)).map_err(|e| {
+            format!("no readable '{file}' ({e}); the Secret needs the keys {ACCESS_KEY_FILE} and {SECRET_KEY_FILE} (and optionally {SESSION_TOKEN_FILE})")
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(props: &str, env: &[(&'static str, &str)]) -> S3Settings {
+        let props = Properties::parse(props).unwrap();
+        S3Settings::from_parts(
+            None,
+            Some(&props),
+            env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        )
+    }
+
+    #[test]
+    fn properties_beat_env_and_buckets_override() {
+        let s = settings(
+            "spark.hadoop.fs.s3a.access.key=AK\nspark.hadoop.fs.s3a.secret.key=SK\n\
+             spark.hadoop.fs.s3a.bucket.special.access.key=BK\nspark.hadoop.fs.s3a.bucket.special.secret.key=BS\n",
+            &[(aws::ACCESS_KEY_ID, "EK"), (aws::SECRET_ACCESS_KEY, "ES")],
+        );
+        let c = s.resolve("plain").unwrap();
+        assert!(matches!(c.credentials, Credentials::Static { ref key_id, .. } if key_id == "AK"));
+        assert!(c
+            .credential_source
+            .contains("spark.hadoop.fs.s3a.access.key"));
+        let c = s.resolve("special").unwrap();
+        assert!(matches!(c.credentials, Credentials::Static { ref key_id, .. } if key_id == "BK"));
+        assert!(!c.credential_source.contains("BS"));
+    }
+
+    #[test]
+    fn env_then_web_identity_then_instance() {
+        let s = settings(
+            "",
+            &[(aws::ACCESS_KEY_ID, "EK"), (aws::SECRET_ACCESS_KEY, "ES")],
+        );
+        assert_eq!(
+            s.resolve("b").unwrap().credential_source,
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        );
+        let s = settings(
+            "",
+            &[
+                (aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null"),
+                (aws::ROLE_ARN, "arn:aws:iam::1:role/r"),
+            ],
+        );
+        assert!(matches!(
+            s.resolve("b").unwrap().credentials,
+            Credentials::WebIdentity { .. }
+        ));
+        let s = settings("", &[(aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null")]);
+        assert!(s.resolve("b").unwrap_err()[0].contains("AWS_ROLE_ARN"));
+        let s = settings("", &[]);
+        assert!(matches!(
+            s.resolve("b").unwrap().credentials,
+            Credentials::Instance { .. }
+        ));
+        let s = settings("", &[(aws::ACCESS_KEY_ID, "EK")]);
+        assert!(s.resolve("b").unwrap_err()[0].contains("set both"));
+    }
+
+    #[test]
+    fn endpoints_and_addressing() {
+        // Hadoop style: no scheme, ssl disabled, path style.
+        let s = settings(
+            "spark.hadoop.fs.s3a.endpoint=minio:9000\nspark.hadoop.fs.s3a.connection.ssl.enabled=false\n",
+            &[],
+        );
+        let c = s.resolve("b").unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("http://minio:9000"));
+        assert!(c.allow_http && !c.virtual_hosted);
+        // Virtual-hosted on a custom endpoint puts the bucket in the host.
+        let s = settings(
+            "spark.hadoop.fs.s3a.endpoint=https://s3.example.com\nspark.hadoop.fs.s3a.path.style.access=false\n",
+            &[],
+        );
+        let c = s.resolve("b").unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("https://b.s3.example.com"));
+        assert!(c.virtual_hosted);
+        // AWS defaults: virtual-hosted, region from env.
+        let s = settings("", &[(aws::REGION, "eu-west-1")]);
+        let c = s.resolve("b").unwrap();
+        assert!(c.endpoint.is_none() && c.virtual_hosted);
+        assert_eq!(c.region, "eu-west-1");
+        // Plain http from the environment needs AWS_ALLOW_HTTP.
+        let s = settings("", &[(aws::ENDPOINT_URL, "http://127.0.0.1:8333")]);
+        assert!(s.resolve("b").unwrap_err()[0].contains("AWS_ALLOW_HTTP"));
+        let s = settings(
+            "",
+            &[
+                (aws::ENDPOINT_URL, "http://127.0.0.1:8333"),
+                (aws::ALLOW_HTTP, "true"),
+            ],
+        );
+        assert_eq!(
+            s.resolve("b").unwrap().endpoint.as_deref(),
+            Some("http://127.0.0.1:8333")
+        );
+        // Per-bucket endpoint and region.
+        let s = settings(
+            "spark.hadoop.fs.s3a.bucket.x.endpoint=http://x:1\nspark.hadoop.fs.s3a.bucket.x.endpoint.region=r1\n",
+            &[],
+        );
+        let c = s.resolve("x").unwrap();
+        assert_eq!(
+            (c.endpoint.as_deref(), c.region.as_str()),
+            (Some("http://x:1"), "r1")
+        );
+        assert!(s.resolve("y").unwrap().endpoint.is_none());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let s = settings(
+            "spark.hadoop.fs.s3a.path.style.access=maybe\nspark.hadoop.fs.s3a.endpoint=http://h/p\nspark.hadoop.fs.s3a.access.key=A\n",
+            &[],
+        );
+        let problems = s.resolve("b").unwrap_err().join("\n");
+        assert!(problems.contains("path.style.access"), "{problems}");
+        assert!(problems.contains("has a path"), "{problems}");
+        assert!(problems.contains("no secret.key"), "{problems}");
+    }
+
+    #[test]
+    fn anonymous_provider() {
+        let s = settings(
+            "spark.hadoop.fs.s3a.aws.credentials.provider=org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider\n",
+            &[(aws::ACCESS_KEY_ID, "EK"), (aws::SECRET_ACCESS_KEY, "ES")],
+        );
+        assert_eq!(s.resolve("b").unwrap().credentials, Credentials::Anonymous);
+    }
+}
