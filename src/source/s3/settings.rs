@@ -412,11 +412,15 @@ impl S3Settings {
                     aws::ROLE_ARN
                 ));
             };
-            if let Err(e) = std::fs::metadata(token_file) {
-                return Err(format!(
-                    "{}={token_file}: cannot read the token file: {e}",
-                    aws::WEB_IDENTITY_TOKEN_FILE
-                ));
+            match std::fs::read_to_string(token_file) {
+                // The token is a bearer credential: never in any output.
+                Ok(token) => crate::redact::register_secret(token.trim()),
+                Err(e) => {
+                    return Err(format!(
+                        "{}={token_file}: cannot read the token file: {e}",
+                        aws::WEB_IDENTITY_TOKEN_FILE
+                    ))
+                }
             }
             let sts = self.env(aws::ENDPOINT_URL_STS).map(str::to_owned);
             let source = format!(
@@ -444,6 +448,9 @@ impl S3Settings {
                     aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
                 ));
             };
+            if let Ok(token) = std::fs::read_to_string(token_file) {
+                crate::redact::register_secret(token.trim());
+            }
             return Ok((
                 Credentials::PodIdentity {
                     full_uri: full_uri.to_owned(),

@@ -1,8 +1,11 @@
 //! Shared test support: the misbehaving server, a sandbox that runs the real
 //! binary as a subprocess, an nginx fixture, and small data helpers.
 
+pub mod aws_creds;
+pub mod cut_proxy;
 pub mod nginx;
 pub mod pki;
+pub mod seaweed;
 pub mod server;
 
 use std::ffi::OsString;
@@ -335,6 +338,7 @@ impl<'a> Run<'a> {
         for (name, _) in std::env::vars() {
             let lower = name.to_ascii_lowercase();
             if name.starts_with("SPARK_LOCALIZER_")
+                || name.starts_with("AWS_")
                 || lower.ends_with("_proxy")
                 || name == "RUST_LOG"
                 || name == "SSL_CERT_FILE"

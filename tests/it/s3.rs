@@ -1,0 +1,486 @@
+//! `s3://` and `s3a://` against a real SeaweedFS (`weed server -s3`: SigV4
+//! signatures checked, ranges and ETags served), through every credential source.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::aws_creds::{PodIdentityAgent, Sts, READER_ROLE_ARN};
+use crate::support::cut_proxy::CutProxy;
+use crate::support::pki::Pki;
+use crate::support::seaweed::Seaweed;
+use crate::support::{data, s, sha256_hex, wait_for, Run, Sandbox};
+
+/// The standard AWS variables pointing at `endpoint` with the test identity.
+fn aws_env<'a>(run: Run<'a>, endpoint: &str) -> Run<'a> {
+    run.env("AWS_ACCESS_KEY_ID", Seaweed::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", Seaweed::SECRET_KEY)
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+}
+
+fn tar_gz(src: &Path, out: &Path) {
+    let ok = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(out)
+        .arg("-C")
+        .arg(src)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tar failed");
+}
+
+/// The highest resident set size (VmHWM, KiB) of `pid`, polled until it exits.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let mut peak = 0;
+    loop {
+        // A process that exited (a zombie until reaped) has no Vm lines any more.
+        let hwm = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            });
+        match hwm {
+            Some(kib) => peak = kib,
+            None => return peak,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Bytes on disk (allocated blocks) under `dir`: progress of a preallocated file.
+fn allocated(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.blocks() * 512)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn s3_and_s3a_jars_files_and_archives_localize_and_a_rerun_keeps_them() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("spark");
+    let jar = data(1, 300_000);
+    let conf = b"spark.shuffle.manager=celeborn\n".to_vec();
+    sw.put("spark", "libs/celeborn-client.jar", &jar);
+    sw.put("spark", "conf/app.conf", &conf);
+    let sb = Sandbox::new();
+    let tree = sb.root.join("tree");
+    std::fs::create_dir_all(tree.join("bin")).unwrap();
+    std::fs::write(tree.join("bin/tool"), b"#!/bin/sh\n").unwrap();
+    let tgz = sb.root.join("env.tar.gz");
+    tar_gz(&tree, &tgz);
+    sw.put("spark", "envs/env.tar.gz", &std::fs::read(&tgz).unwrap());
+
+    let fetch = |sb: &Sandbox| {
+        aws_env(sb.fetch(), &sw.endpoint())
+            .args([
+                "--jars",
+                "s3a://spark/libs/celeborn-client.jar",
+                "--files",
+                "s3://spark/conf/app.conf",
+                "--archives",
+                "s3a://spark/envs/env.tar.gz#pyenv",
+            ])
+            .run()
+    };
+    fetch(&sb).expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+    assert_eq!(std::fs::read(sb.files.join("app.conf")).unwrap(), conf);
+    assert!(sb.files.join("pyenv/bin/tool").is_file());
+    assert!(sb.classpath().contains("celeborn-client.jar"));
+    assert_eq!(
+        sb.artifact("celeborn-client.jar")["sha256"],
+        sha256_hex(&jar).as_str()
+    );
+
+    // A restarted init container keeps what is there and correct.
+    fetch(&sb).expect_code(0);
+    assert_eq!(sb.artifact("celeborn-client.jar")["status"], "kept");
+}
+
+#[test]
+fn wrong_secret_fails_at_once_naming_the_credential_source() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    sw.put("bkt", "a.jar", &data(2, 1000));
+    let sb = Sandbox::new();
+    let out = aws_env(sb.fetch(), &sw.endpoint())
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123")
+        .retry_delay("3s")
+        .args(["--retries", "5", "--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("SignatureDoesNotMatch")
+        .expect_stderr("credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+    assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
+    assert_eq!(sb.artifact("a.jar")["attempts"], 1);
+    assert!(!out.stderr.contains("not-the-secret-0123"), "{out}");
+
+    let out = aws_env(sb.fetch(), &sw.endpoint())
+        .env("AWS_ACCESS_KEY_ID", "NOSUCHKEY")
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(3).expect_stderr("InvalidAccessKeyId");
+}
+
+#[test]
+fn missing_objects_and_buckets_are_named_and_not_retried() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let sb = Sandbox::new();
+    let out = aws_env(sb.fetch(), &sw.endpoint())
+        .retry_delay("3s")
+        .args([
+            "--retries",
+            "5",
+            "--jars",
+            "s3a://bkt/libs/missing.jar",
+            "--files",
+            "s3://nosuchbucket/x.txt",
+        ])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("s3a://bkt/libs/missing.jar: no such object in bucket 'bkt' (NoSuchKey)")
+        .expect_stderr("s3://nosuchbucket/x.txt: bucket 'nosuchbucket' does not exist");
+    assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
+
+    // check says the same, per URI, with the credential source and endpoint.
+    sw.put("bkt", "ok.jar", &data(3, 10));
+    let out = aws_env(sb.check(), &sw.endpoint())
+        .args(["--jars", "s3a://bkt/ok.jar,s3a://bkt/libs/missing.jar"])
+        .run();
+    out.expect_code(3);
+    assert!(
+        out.stdout
+            .contains("ok    s3a://bkt/ok.jar: 200 OK, size 10 bytes"),
+        "{out}"
+    );
+    assert!(
+        out.stdout
+            .contains("FAIL  s3a://bkt/libs/missing.jar: no such object"),
+        "{out}"
+    );
+    assert!(
+        out.stdout
+            .contains("credentials    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "endpoint       {} (path-style, AWS_ENDPOINT_URL)",
+            sw.endpoint()
+        )),
+        "{out}"
+    );
+}
+
+/// One 1 GiB object: fetched in parallel ranges, byte-exact, in bounded memory;
+/// then again with the server killed and restarted in the middle.
+#[test]
+fn a_large_object_in_parallel_ranges_survives_a_server_restart() {
+    let Some(mut sw) = Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("big");
+    let sb = Sandbox::new();
+    let src = sb.root.join("big.bin");
+    let status = std::process::Command::new("head")
+        .args(["-c", "1073741824", "/dev/urandom"])
+        .stdout(std::fs::File::create(&src).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let want = sha256_file(&src);
+    sw.put_file("big", "data/big.bin", &src);
+    std::fs::remove_file(&src).unwrap();
+
+    let running = aws_env(sb.fetch(), &sw.endpoint())
+        .env("SPARK_LOCALIZER_LOG", "spark_localizer=debug")
+        .args(["--files", "s3a://big/data/big.bin"])
+        .start();
+    let peak = peak_rss_kib(running.pid());
+    let out = running.finish();
+    out.expect_code(0).expect_stderr("in 128 ranges");
+    assert_eq!(sha256_file(&sb.files.join("big.bin")), want);
+    assert!(peak > 0 && peak < 96 * 1024, "peak RSS {peak} KiB\n{out}");
+    eprintln!("1 GiB over S3 in {:?}, peak RSS {peak} KiB", out.elapsed);
+
+    // Killed after some 200 MiB arrived, restarted a few seconds later.
+    let sb2 = Sandbox::new();
+    let running = aws_env(sb2.fetch(), &sw.endpoint())
+        .retry_delay("200ms")
+        .args([
+            "--retries",
+            "12",
+            "--deadline",
+            "120s",
+            "--files",
+            "s3a://big/data/big.bin",
+        ])
+        .start();
+    assert!(
+        wait_for(Duration::from_secs(60), || allocated(&sb2.files)
+            > 200 << 20),
+        "the transfer never got going: {}",
+        running.stderr_so_far()
+    );
+    sw.stop();
+    std::thread::sleep(Duration::from_secs(1));
+    sw.restart();
+    let out = running.finish();
+    out.expect_code(0).expect_stderr("retrying");
+    assert_eq!(sha256_file(&sb2.files.join("big.bin")), want);
+    eprintln!("with a server restart: {:?}\n{}", out.elapsed, out.stderr);
+}
+
+fn sha256_file(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).unwrap();
+    hex::encode(h.finalize())
+}
+
+/// Connections cut in the middle of bodies: a small object resumes with a ranged,
+/// ETag-checked request; a large one retries only the ranges that were cut.
+#[test]
+fn bodies_cut_mid_transfer_resume_with_ranges() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let small = data(4, 20 << 20);
+    let large = data(5, 80 << 20);
+    sw.put("bkt", "small.jar", &small);
+    sw.put("bkt", "large.bin", &large);
+
+    let proxy = CutProxy::start(sw.addr(), 5 << 20, 1);
+    let sb = Sandbox::new();
+    let out = aws_env(sb.fetch(), &proxy.endpoint())
+        .args(["--jars", "s3a://bkt/small.jar"])
+        .run();
+    out.expect_code(0).expect_stderr("resuming at byte");
+    assert_eq!(proxy.cuts(), 1);
+    assert_eq!(std::fs::read(sb.jar("small.jar")).unwrap(), small);
+    assert_eq!(sb.artifact("small.jar")["attempts"], 2);
+
+    let proxy = CutProxy::start(sw.addr(), 3 << 20, 4);
+    let out = aws_env(sb.fetch(), &proxy.endpoint())
+        .args(["--files", "s3a://bkt/large.bin"])
+        .run();
+    out.expect_code(0).expect_stderr("range ");
+    assert!(proxy.cuts() >= 4, "{out}");
+    assert_eq!(std::fs::read(sb.files.join("large.bin")).unwrap(), large);
+}
+
+#[test]
+fn credentials_and_endpoint_from_the_properties_file_with_a_bucket_override() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("spark");
+    let jar = data(6, 5000);
+    sw.put("spark", "a.jar", &jar);
+    let sb = Sandbox::new();
+    let host = sw.endpoint().trim_start_matches("http://").to_owned();
+    let props = sb.write(
+        "spark.properties",
+        format!(
+            "spark.jars=s3a://spark/a.jar\n\
+             spark.hadoop.fs.s3a.endpoint={host}\n\
+             spark.hadoop.fs.s3a.connection.ssl.enabled=false\n\
+             spark.hadoop.fs.s3a.path.style.access=true\n\
+             spark.hadoop.fs.s3a.access.key={}\n\
+             spark.hadoop.fs.s3a.secret.key=the-wrong-global-secret\n\
+             spark.hadoop.fs.s3a.bucket.spark.secret.key={}\n",
+            Seaweed::ACCESS_KEY,
+            Seaweed::SECRET_KEY
+        ),
+    );
+    let out = sb.check().arg("--properties-file").arg(&props).run();
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("spark.hadoop.fs.s3a.access.key in")
+            && out
+                .stdout
+                .contains("spark.hadoop.fs.s3a.bucket.spark.secret.key"),
+        "{out}"
+    );
+    assert!(!out.stdout.contains(Seaweed::SECRET_KEY), "{out}");
+    sb.fetch()
+        .arg("--properties-file")
+        .arg(&props)
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+}
+
+/// A mounted Secret directory, rotated while the fetch is retrying: the next
+/// attempt reads the new files.
+#[test]
+fn a_rotated_secret_directory_is_read_again_on_retry() {
+    let Some(mut sw) = Seaweed::start() else {
+        return;
+    };
+    sw.create_bucket("bkt");
+    let jar = data(7, 4000);
+    sw.put("bkt", "a.jar", &jar);
+    sw.stop();
+    let sb = Sandbox::new();
+    let secret = sb.root.join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    let put = |name: &str, value: &str| {
+        // As the kubelet does: a new file renamed into place.
+        let tmp = secret.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, value).unwrap();
+        std::fs::rename(&tmp, secret.join(name)).unwrap();
+    };
+    put("access-key", Seaweed::ACCESS_KEY);
+    put("secret-key", "an-old-rotated-secret");
+    let running = sb
+        .fetch()
+        .env("AWS_ENDPOINT_URL", &sw.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "ignored-because-the-dir-wins")
+        .env("AWS_SECRET_ACCESS_KEY", "ignored-secret-value")
+        .retry_delay("300ms")
+        .args(["--retries", "30", "--s3-credentials-dir"])
+        .arg(&secret)
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .start();
+    assert!(wait_for(Duration::from_secs(20), || running
+        .stderr_so_far()
+        .contains("retrying")));
+    put("secret-key", Seaweed::SECRET_KEY);
+    sw.restart();
+    let out = running.finish();
+    out.expect_code(0);
+    assert!(!out.stderr.contains("SignatureDoesNotMatch"), "{out}");
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+
+    let out = sb
+        .check()
+        .env("AWS_ENDPOINT_URL", &sw.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .arg("--s3-credentials-dir")
+        .arg(&secret)
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("credentials    Secret directory"),
+        "{out}"
+    );
+
+    // A directory without the keys is a configuration error naming them.
+    let empty = sb.root.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    sb.fetch()
+        .arg("--s3-credentials-dir")
+        .arg(&empty)
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run()
+        .expect_code(2)
+        .expect_stderr("no readable 'access-key'");
+}
+
+/// IRSA: the projected service-account token is exchanged at an STS over TLS
+/// (trusted through --ca-cert) for a session SeaweedFS accepts.
+#[test]
+fn irsa_web_identity_through_an_sts_over_tls() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let jar = data(8, 12_345);
+    sw.put("bkt", "libs/a.jar", &jar);
+    let pki = Pki::new();
+    let token = "eyJhbGciOiJSUzI1NiJ9.projected-service-account-token.SECRETTOK";
+    let sts = Sts::start(&pki, token);
+    let sb = Sandbox::new();
+    let token_file = sb.write("token", token);
+    let ca = sb.write("ca.pem", &pki.ca_pem);
+    fn irsa<'a>(run: Run<'a>, token_file: &Path, sts: &Sts, sw: &Seaweed) -> Run<'a> {
+        run.env("AWS_WEB_IDENTITY_TOKEN_FILE", &s(token_file))
+            .env("AWS_ROLE_ARN", READER_ROLE_ARN)
+            .env("AWS_ENDPOINT_URL_STS", &sts.url())
+            .env("AWS_ENDPOINT_URL", &sw.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+            .args(["--jars", "s3a://bkt/libs/a.jar"])
+    }
+
+    let out = irsa(sb.check(), &token_file, &sts, &sw)
+        .args(["--ca-cert", &s(&ca)])
+        .run();
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("credentials    web identity (IRSA)")
+            && out.stdout.contains(READER_ROLE_ARN),
+        "{out}"
+    );
+    let out = irsa(sb.fetch(), &token_file, &sts, &sw)
+        .args(["--ca-cert", &s(&ca)])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+    let calls = sts.requests();
+    assert!(!calls.is_empty());
+    assert_eq!(calls[0].method, "POST");
+    assert_eq!(calls[0].query["Action"], "AssumeRoleWithWebIdentity");
+    assert_eq!(calls[0].query["RoleArn"], READER_ROLE_ARN);
+    assert_eq!(calls[0].query["WebIdentityToken"], token);
+    assert!(!out.stderr.contains("SECRETTOK"), "{out}");
+
+    // The STS's certificate is not trusted without the CA: a TLS failure, at once.
+    let sb2 = Sandbox::new();
+    let out = irsa(sb2.fetch(), &token_file, &sts, &sw)
+        .retry_delay("3s")
+        .run();
+    out.expect_code(3).expect_stderr("TLS");
+    assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
+
+    // A token the STS refuses: AccessDenied, no retries, the source named.
+    std::fs::write(&token_file, "a-revoked-token").unwrap();
+    let out = irsa(sb2.fetch(), &token_file, &sts, &sw)
+        .args(["--ca-cert", &s(&ca)])
+        .retry_delay("3s")
+        .run();
+    out.expect_code(3)
+        .expect_stderr("AccessDenied")
+        .expect_stderr("web identity (IRSA)");
+    assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
+}
+
+/// EKS Pod Identity: the agent is asked with the pod's token for a session.
+#[test]
+fn eks_pod_identity_agent_credentials() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let jar = data(9, 777);
+    sw.put("bkt", "a.jar", &jar);
+    let token = "pod-identity-token-SECRETTOK";
+    let agent = PodIdentityAgent::start(token, READER_ROLE_ARN);
+    let sb = Sandbox::new();
+    let token_file = sb.write("eks-pod-identity-token", token);
+    let out = sb
+        .fetch()
+        .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &agent.url())
+        .env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &s(&token_file))
+        .env("AWS_ENDPOINT_URL", &sw.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+    let calls = agent.requests();
+    assert_eq!(calls[0].headers["authorization"], token);
+    assert_eq!(
+        (calls[0].method.as_str(), calls[0].path.as_str()),
+        ("GET", "/v1/credentials")
+    );
+}
