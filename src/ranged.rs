@@ -34,6 +34,9 @@ const WRITE_CHUNK: usize = 1 << 20;
 pub enum Failure {
     Source(SourceError),
     Local(std::io::Error),
+    /// A range came back as something else: another version of the object, or
+    /// the whole object (a server that announces ranges but ignores them).
+    Changed(SourceError),
 }
 
 impl From<std::io::Error> for Failure {
@@ -280,10 +283,10 @@ async fn part(
             Ok(()) => return Ok(buf),
             Err(PartError::Local(e)) => return Err(Failure::Local(e)),
             Err(PartError::Changed) => {
-                return Err(Failure::Source(SourceError::new(
+                return Err(Failure::Changed(SourceError::new(
                     FaultKind::Transient,
                     format!(
-                        "{}: a range did not continue the version being fetched (the object changed during the transfer?); starting over",
+                        "{}: a range request was not answered with that range of the same version (the object changed, or the server ignores ranges); starting over as one stream",
                         s.a.shown
                     ),
                 )))

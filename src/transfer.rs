@@ -73,6 +73,8 @@ struct Transfer {
     started: bool,
     /// The size learned before the transfer (a probe), if any.
     probed: Option<u64>,
+    /// Parallel ranges failed to give one version: fetch as one stream.
+    one_stream: bool,
 }
 
 impl Transfer {
@@ -149,6 +151,7 @@ pub async fn fetch_one(
         expected: None,
         started: false,
         probed: size,
+        one_stream: false,
     };
 
     let mut attempts = 0;
@@ -315,7 +318,11 @@ async fn attempt(
         body.meta.validator.clone(),
         body.meta.ranges,
     ) {
-        if size >= ranged::THRESHOLD && opts.parallelism > 1 && source.parallel_ranges() {
+        if size >= ranged::THRESHOLD
+            && opts.parallelism > 1
+            && !t.one_stream
+            && source.parallel_ranges()
+        {
             t.file.flush().await?;
             let file = t.file.get_ref().try_clone().await?.into_std().await;
             let start = ranged::Start {
@@ -339,6 +346,10 @@ async fn attempt(
                     Err(match failure {
                         ranged::Failure::Local(e) => AttemptError::Local(e),
                         ranged::Failure::Source(e) => AttemptError::Source(e),
+                        ranged::Failure::Changed(e) => {
+                            t.one_stream = true;
+                            AttemptError::Source(e)
+                        }
                     })
                 }
             };

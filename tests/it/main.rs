@@ -12,6 +12,7 @@ mod jvm;
 mod nginx;
 mod observability;
 mod outputs;
+mod ranges;
 mod restart;
 mod resume;
 mod s3;

@@ -35,6 +35,9 @@ pub enum Fault {
     Redirect(u16, String),
     /// Ignore `Range`/`If-Range`, answer 200 with the whole body, no `Accept-Ranges`.
     NoRange,
+    /// Announce `Accept-Ranges: bytes` but answer every request with a 200 of
+    /// the whole body (a server or proxy that lies about ranges).
+    IgnoreRange,
     /// Serve the requested range even when `If-Range` names another version
     /// (a broken cache or origin): a 206 of whatever the object is now.
     IgnoreIfRange,
@@ -390,7 +393,7 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
         || req.header("if-range").is_none_or(|v| v == etag);
     let range = req
         .header("range")
-        .filter(|_| ranges && fresh)
+        .filter(|_| ranges && fresh && !matches!(fault, Some(Fault::IgnoreRange)))
         .and_then(parse_range);
     let (status, start, end) = match range {
         Some((s, _)) if s >= len => {
