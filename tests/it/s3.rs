@@ -484,3 +484,23 @@ fn eks_pod_identity_agent_credentials() {
         ("GET", "/v1/credentials")
     );
 }
+
+/// A slow body is not cut off by a whole-request timeout (object_store's default
+/// is 30 s): only a stall (no byte for --stall-timeout) is.
+#[test]
+fn a_transfer_longer_than_thirty_seconds_is_not_cut_off() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let jar = data(10, 450_000);
+    sw.put("bkt", "slow.jar", &jar);
+    // ~450 KB at 4 KiB per 300 ms: about 33 s for the body alone.
+    let proxy = CutProxy::slow(sw.addr(), 4096, Duration::from_millis(300));
+    let sb = Sandbox::new();
+    let out = aws_env(sb.fetch(), &proxy.endpoint())
+        .args(["--stall-timeout", "5s", "--jars", "s3a://bkt/slow.jar"])
+        .run();
+    out.expect_code(0);
+    assert!(out.elapsed > Duration::from_secs(30), "{out}");
+    assert_eq!(sb.artifact("slow.jar")["attempts"], 1, "{out}");
+    assert_eq!(std::fs::read(sb.jar("slow.jar")).unwrap(), jar);
+}

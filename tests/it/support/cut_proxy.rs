@@ -1,7 +1,8 @@
 //! A TCP proxy on 127.0.0.1 in front of a real server that cuts the first N
-//! connections after forwarding a given number of response bytes: a reset in
-//! the middle of a body, with the real server's signatures, ETags and ranges
-//! untouched (the bytes pass through verbatim, Host header included).
+//! connections after forwarding a given number of response bytes (a reset in
+//! the middle of a body), or slows every response down to a trickle — with the
+//! real server's signatures, ETags and ranges untouched (the bytes pass
+//! through verbatim, Host header included).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -19,6 +20,21 @@ impl CutProxy {
     /// Forwards to `upstream`; the first `times` connections are closed after
     /// `after` bytes of response.
     pub fn start(upstream: SocketAddr, after: u64, times: usize) -> CutProxy {
+        CutProxy::launch(upstream, after, times, None)
+    }
+
+    /// Forwards to `upstream`, sending responses `chunk` bytes at a time with
+    /// `pause` between chunks.
+    pub fn slow(upstream: SocketAddr, chunk: usize, pause: std::time::Duration) -> CutProxy {
+        CutProxy::launch(upstream, 0, 0, Some((chunk, pause)))
+    }
+
+    fn launch(
+        upstream: SocketAddr,
+        after: u64,
+        times: usize,
+        trickle: Option<(usize, std::time::Duration)>,
+    ) -> CutProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -35,7 +51,9 @@ impl CutProxy {
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                     .is_ok();
                 let cuts = cuts2.clone();
-                thread::spawn(move || relay(client, upstream, cut.then_some(after), &cuts));
+                thread::spawn(move || {
+                    relay(client, upstream, cut.then_some(after), trickle, &cuts)
+                });
             }
         });
         CutProxy { addr, stop, cuts }
@@ -59,7 +77,13 @@ impl Drop for CutProxy {
     }
 }
 
-fn relay(client: TcpStream, upstream: SocketAddr, cut_after: Option<u64>, cuts: &AtomicUsize) {
+fn relay(
+    client: TcpStream,
+    upstream: SocketAddr,
+    cut_after: Option<u64>,
+    trickle: Option<(usize, std::time::Duration)>,
+    cuts: &AtomicUsize,
+) {
     let Ok(server) = TcpStream::connect(upstream) else {
         return;
     };
@@ -71,8 +95,12 @@ fn relay(client: TcpStream, upstream: SocketAddr, cut_after: Option<u64>, cuts: 
     let (mut s_read, mut c_write) = (server, client);
     let mut sent = 0u64;
     let mut buf = [0u8; 64 << 10];
+    let size = trickle.map_or(buf.len(), |(chunk, _)| chunk.min(buf.len()));
     loop {
-        let n = match s_read.read(&mut buf) {
+        if let Some((_, pause)) = trickle {
+            thread::sleep(pause);
+        }
+        let n = match s_read.read(&mut buf[..size]) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
