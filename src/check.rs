@@ -23,7 +23,9 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         Err(message) => return config_failure(args, &message, false),
     };
     out(&describe(&settings, &plan, &sources, origins));
-    let timeout = settings.http.connect_timeout + settings.stall_timeout;
+    // A probe gets a connect and a stall timeout, never more than the deadline.
+    let timeout =
+        (settings.http.connect_timeout + settings.stall_timeout).min(settings.deadline.value);
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     out(&text);
     if failed == 0 {

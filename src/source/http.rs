@@ -465,19 +465,26 @@ fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
     };
     let connect = err.is_connect();
     let error = SourceError::new(kind, shown.to_owned()).with_source(err);
-    let proxied = crate::env_vars::PROXY_VARS
-        .iter()
-        .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     if kind == FaultKind::Tls {
         error.with_hint(
             "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE",
         )
-    } else if connect && proxied {
-        error.with_hint("a proxy variable is set (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY): check the proxy is reachable, or exempt the host with NO_PROXY")
+    } else if connect && proxied() {
+        error.with_hint(PROXY_HINT)
     } else {
         error
     }
+}
+
+/// Said when a connection fails while a proxy is configured.
+pub(crate) const PROXY_HINT: &str = "a proxy variable is set (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY): check the proxy is reachable, or exempt the host with NO_PROXY";
+
+/// Whether a proxy variable is set.
+pub(crate) fn proxied() -> bool {
+    crate::env_vars::PROXY_VARS
+        .iter()
+        .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 pub(crate) fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {

@@ -504,3 +504,40 @@ fn a_transfer_longer_than_thirty_seconds_is_not_cut_off() {
     assert_eq!(sb.artifact("slow.jar")["attempts"], 1, "{out}");
     assert_eq!(std::fs::read(sb.jar("slow.jar")).unwrap(), jar);
 }
+
+/// A credential service answering with a token that cannot go into a header,
+/// or with something that is not credentials: a clear failure naming the
+/// source, at once, never a panic.
+#[test]
+fn unusable_answers_of_a_credential_service_fail_cleanly() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    sw.put("bkt", "a.jar", &data(11, 100));
+    let agent = crate::support::FaultServer::start();
+    agent.put(
+        "/bad-token",
+        r#"{"AccessKeyId":"AK","SecretAccessKey":"SK","Token":"to\u0001ken","Expiration":"2099-01-01T00:00:00Z"}"#,
+    );
+    agent.put("/not-credentials", r#"{"Message":"hello"}"#);
+    let sb = Sandbox::new();
+    let token_file = sb.write("token", "pod-token");
+    for (path, why) in [
+        ("/bad-token", "contains a control character"),
+        ("/not-credentials", "its answer is not usable"),
+    ] {
+        let out = sb
+            .fetch()
+            .env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &agent.url(path))
+            .env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &s(&token_file))
+            .env("AWS_ENDPOINT_URL", &sw.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+            .retry_delay("3s")
+            .args(["--jars", "s3a://bkt/a.jar"])
+            .run();
+        out.expect_code(3)
+            .expect_stderr("S3 credentials from EKS Pod Identity")
+            .expect_stderr(why);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+        assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
+    }
+}

@@ -124,7 +124,7 @@ impl S3Source {
             .map(|b| BucketInfo {
                 bucket: b.config.bucket.clone(),
                 endpoint: b.config.shown_endpoint.clone(),
-                region: b.config.region.clone(),
+                region: format!("{} ({})", b.config.region, b.config.region_origin),
                 credentials: b.config.credential_source.clone(),
             })
             .collect()
@@ -142,7 +142,48 @@ impl S3Source {
     }
 }
 
+/// The bucket's store, its credentials checked before use (a value that cannot
+/// go into a header would make object_store panic).
 fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3> {
+    let plain = configure(c, client)?.build()?;
+    let checked = Checked(plain.credentials().clone());
+    configure(c, client)?
+        .with_credentials(Arc::new(checked))
+        .build()
+}
+
+/// A credential that cannot be sent (a control character in the key id or token).
+#[derive(Debug, thiserror::Error)]
+#[error("the {0} it gave contains a control character")]
+pub struct MalformedCredential(&'static str);
+
+#[derive(Debug)]
+struct Checked(object_store::aws::AwsCredentialProvider);
+
+#[async_trait]
+impl object_store::CredentialProvider for Checked {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        let c = self.0.get_credential().await?;
+        let bad = if settings::has_control(&c.key_id) {
+            Some("access key id")
+        } else if c.token.as_deref().is_some_and(settings::has_control) {
+            Some("session token")
+        } else {
+            None
+        };
+        match bad {
+            Some(what) => Err(object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(MalformedCredential(what)),
+            }),
+            None => Ok(c),
+        }
+    }
+}
+
+fn configure(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3Builder> {
     let retry = RetryConfig {
         max_retries: 0,
         ..RetryConfig::default()
@@ -203,13 +244,14 @@ fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<Ama
         },
         Credentials::Anonymous => b.with_skip_signature(true),
     };
-    b.build()
+    Ok(b)
 }
 
 #[async_trait]
 impl Source for S3Source {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let (b, key) = self.bucket(uri)?;
+        credentials(b, uri).await?;
         let range = match (req.offset, req.end) {
             (0, None) => None,
             (start, None) => Some(GetRange::Offset(start)),
@@ -257,6 +299,7 @@ impl Source for S3Source {
 
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let (b, key) = self.bucket(uri)?;
+        credentials(b, uri).await?;
         match b.store.head(&key).await {
             Ok(meta) => Ok(Probe {
                 meta: Meta {
@@ -269,13 +312,9 @@ impl Source for S3Source {
             }),
             Err(e) => {
                 // A HEAD answer has no body, so no S3 error code: ask for one byte
-                // to tell NoSuchBucket from NoSuchKey, or a bad key from a bad secret.
-                if matches!(
-                    e,
-                    object_store::Error::NotFound { .. }
-                        | object_store::Error::PermissionDenied { .. }
-                        | object_store::Error::Unauthenticated { .. }
-                ) {
+                // to tell NoSuchBucket from NoSuchKey, a bad key from a bad secret,
+                // a wrong region from a bad request.
+                if find_cause::<HttpError>(&e).is_none() {
                     let one = GetOptions {
                         range: Some(GetRange::Bounded(0..1)),
                         ..GetOptions::default()
@@ -289,6 +328,86 @@ impl Source for S3Source {
         }
     }
 }
+
+/// Gets the bucket's credentials (cached by object_store for temporary ones), so a
+/// failure of the credential source is reported as such, not as the endpoint's.
+async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
+    let Err(err) = b.store.credentials().get_credential().await else {
+        return Ok(());
+    };
+    let shown = crate::redact::redact_url(uri.as_str());
+    let source = &b.config.credential_source;
+    if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
+        return Err(SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
+            "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
+        ));
+    }
+    if let Some(e) = find_cause::<MalformedCredential>(&err) {
+        return Err(SourceError::new(
+            FaultKind::Auth,
+            format!("{shown}: cannot use the S3 credentials from {source}: {e}"),
+        ));
+    }
+    let text = crate::redact::error_chain(&err);
+    let what = format!("{shown}: cannot get S3 credentials from {source}");
+    if let Some(http) = find_cause::<HttpError>(&err) {
+        use object_store::client::HttpErrorKind as K;
+        let root = root_cause(http);
+        if super::http::has_tls_cause(http) {
+            return Err(
+                SourceError::new(FaultKind::Tls, format!("{what}: TLS failure: {root}"))
+                    .with_hint("trust the credential service's CA with --ca-cert or SSL_CERT_FILE"),
+            );
+        }
+        if matches!(b.config.credentials, Credentials::Instance { .. }) && http.kind() == K::Connect
+        {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{what}: instance metadata did not answer ({root})"),
+            )
+            .with_hint("give credentials: --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA"));
+        }
+        if http.kind() == K::Decode {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{what}: its answer is not usable: {root}"),
+            ));
+        }
+        let e = SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{what}: {}: {root}",
+                transport_kind(http).trim_end_matches(" to")
+            ),
+        );
+        return Err(if http.kind() == K::Connect && super::http::proxied() {
+            e.with_hint(super::http::PROXY_HINT)
+        } else {
+            e
+        });
+    }
+    let code = s3_code(&text)
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    let kind = match status_of(&text) {
+        Some(s) if s >= 500 || s == 408 || s == 429 => FaultKind::Transient,
+        _ => FaultKind::Auth,
+    };
+    Err(SourceError::new(
+        kind,
+        format!("{what}: {}{code}", detail(&text)),
+    ))
+}
+
+/// S3 error codes that mean the credentials are wrong, whatever the status.
+const AUTH_CODES: &[&str] = &[
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidToken",
+];
 
 /// The S3 error code in an error response body (`<Code>NoSuchKey</Code>`).
 fn s3_code(text: &str) -> Option<&str> {
@@ -364,7 +483,8 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
     let denied = matches!(
         err,
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
-    ) || matches!(status, Some(401 | 403));
+    ) || matches!(status, Some(401 | 403))
+        || code.as_deref().is_some_and(|c| AUTH_CODES.contains(&c));
     if denied {
         let what = match code.as_deref() {
             Some("InvalidAccessKeyId") => "the server does not know the access key id",
@@ -416,18 +536,7 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
             )
             .with_hint("add the endpoint's CA with --ca-cert or SSL_CERT_FILE");
         }
-        if let Credentials::Instance { endpoint } = &b.config.credentials {
-            let host = endpoint.as_deref().unwrap_or("169.254.169.254");
-            let host = host.trim_start_matches("http://").trim_end_matches('/');
-            if text.contains(host) {
-                return cause(
-                    FaultKind::Auth,
-                    format!("{shown}: no S3 credentials are configured and EC2 instance metadata did not answer: {text}"),
-                )
-                .with_hint("give credentials: --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA");
-            }
-        }
-        return SourceError::new(
+        let e = SourceError::new(
             FaultKind::Transient,
             format!(
                 "{shown}: {} {}: {}",
@@ -436,6 +545,13 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
                 root_cause(http)
             ),
         );
+        return if http.kind() == object_store::client::HttpErrorKind::Connect
+            && super::http::proxied()
+        {
+            e.with_hint(super::http::PROXY_HINT)
+        } else {
+            e
+        };
     }
     match status {
         Some(s) if s >= 500 || s == 408 || s == 429 => {

@@ -47,6 +47,12 @@ impl SecretDir {
                     };
                 }
                 crate::redact::register_secret(&value);
+                if super::settings::has_control(&value) {
+                    return Err(SecretDirError {
+                        path,
+                        reason: "it contains a control character (a stray line break?)".into(),
+                    });
+                }
                 Ok(Some(value))
             }
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Ok(None),

@@ -86,6 +86,8 @@ pub struct BucketConfig {
     /// The endpoint as users read it (`check`, errors).
     pub shown_endpoint: String,
     pub region: String,
+    /// Where the region came from (`check`).
+    pub region_origin: String,
     pub virtual_hosted: bool,
     pub allow_http: bool,
     pub credentials: Credentials,
@@ -231,12 +233,15 @@ impl S3Settings {
             None
         };
 
-        let region = self
+        let (region, region_origin) = self
             .hadoop(bucket, "endpoint.region")
-            .map(|(v, _)| v.to_owned())
-            .or_else(|| self.env(aws::REGION).map(str::to_owned))
-            .or_else(|| self.env(aws::DEFAULT_REGION).map(str::to_owned))
-            .unwrap_or_else(|| "us-east-1".to_owned());
+            .map(|(v, o)| (v.to_owned(), o.to_string()))
+            .or_else(|| {
+                [aws::REGION, aws::DEFAULT_REGION]
+                    .iter()
+                    .find_map(|&n| self.env(n).map(|v| (v.to_owned(), n.to_owned())))
+            })
+            .unwrap_or_else(|| ("us-east-1".to_owned(), "default".to_owned()));
 
         let path_style = match self.hadoop_bool(bucket, "path.style.access") {
             Ok(Some(v)) => Some(v),
@@ -277,9 +282,10 @@ impl S3Settings {
                     u.as_str().trim_end_matches('/').to_owned()
                 };
                 (
-                    Some(store_endpoint),
+                    Some(store_endpoint.clone()),
                     format!(
-                        "{base} ({}, {})",
+                        "{} ({}, {})",
+                        if path_style { &base } else { &store_endpoint },
                         if path_style {
                             "path-style"
                         } else {
@@ -319,6 +325,7 @@ impl S3Settings {
             endpoint,
             shown_endpoint,
             region,
+            region_origin,
             virtual_hosted: !path_style,
             allow_http,
             credentials,
@@ -330,6 +337,9 @@ impl S3Settings {
     fn credentials(&self, bucket: &str) -> Result<(Credentials, String), String> {
         if let Some((dir, origin)) = &self.credentials_dir {
             check_credentials_dir(dir).map_err(|e| format!("{origin} {}: {e}", dir.display()))?;
+            if let Err(e) = super::secret_dir::SecretDir::new(dir).load() {
+                return Err(format!("{origin}: {e}"));
+            }
             return Ok((
                 Credentials::Dir(dir.clone()),
                 format!("Secret directory {} ({origin})", dir.display()),
@@ -345,6 +355,16 @@ impl S3Settings {
         match (key, secret) {
             (Some((key_id, key_origin)), Some((secret, secret_origin))) => {
                 let token = self.hadoop(bucket, "session.token");
+                for (value, origin) in [(key_id, &key_origin), (secret, &secret_origin)]
+                    .into_iter()
+                    .chain(token.as_ref().map(|(v, o)| (*v, o)))
+                {
+                    if has_control(value) {
+                        return Err(format!(
+                            "{origin} contains a control character (a stray line break?)"
+                        ));
+                    }
+                }
                 let mut source = format!("{key_origin} and {}", key_of(&secret_origin));
                 if let Some((_, o)) = &token {
                     source.push_str(&format!(" and {}", key_of(o)));
@@ -360,15 +380,21 @@ impl S3Settings {
             }
             (Some((_, origin)), None) => {
                 return Err(format!(
-                    "{origin} is set but no secret.key is: set spark.hadoop.fs.s3a.secret.key too"
+                    "{origin} is set but no secret.key is: set spark.hadoop.fs.s3a.bucket.{bucket}.secret.key or spark.hadoop.fs.s3a.secret.key too"
                 ))
             }
             (None, Some((_, origin))) => {
                 return Err(format!(
-                    "{origin} is set but no access.key is: set spark.hadoop.fs.s3a.access.key too"
+                    "{origin} is set but no access.key is: set spark.hadoop.fs.s3a.bucket.{bucket}.access.key or spark.hadoop.fs.s3a.access.key too"
                 ))
             }
-            (None, None) => {}
+            (None, None) => {
+                if let Some((_, origin)) = self.hadoop(bucket, "session.token") {
+                    return Err(format!(
+                        "{origin} is set without an access.key and secret.key; a session token belongs to a key pair"
+                    ));
+                }
+            }
         }
         match (
             self.env(aws::ACCESS_KEY_ID),
@@ -376,6 +402,17 @@ impl S3Settings {
         ) {
             (Some(key_id), Some(secret)) => {
                 let token = self.env(aws::SESSION_TOKEN).map(str::to_owned);
+                for (name, value) in [
+                    (aws::ACCESS_KEY_ID, Some(key_id)),
+                    (aws::SECRET_ACCESS_KEY, Some(secret)),
+                    (aws::SESSION_TOKEN, token.as_deref()),
+                ] {
+                    if value.is_some_and(has_control) {
+                        return Err(format!(
+                            "{name} contains a control character (a stray line break?)"
+                        ));
+                    }
+                }
                 let source = if token.is_some() {
                     format!(
                         "{}, {} and {}",
@@ -402,7 +439,16 @@ impl S3Settings {
                     aws::SECRET_ACCESS_KEY
                 ))
             }
-            (None, None) => {}
+            (None, None) => {
+                if self.env(aws::SESSION_TOKEN).is_some() {
+                    return Err(format!(
+                        "{} is set without {} and {}; a session token belongs to a key pair",
+                        aws::SESSION_TOKEN,
+                        aws::ACCESS_KEY_ID,
+                        aws::SECRET_ACCESS_KEY
+                    ));
+                }
+            }
         }
         if let Some(token_file) = self.env(aws::WEB_IDENTITY_TOKEN_FILE) {
             let Some(role_arn) = self.env(aws::ROLE_ARN) else {
@@ -423,6 +469,18 @@ impl S3Settings {
                 }
             }
             let sts = self.env(aws::ENDPOINT_URL_STS).map(str::to_owned);
+            if let Some(sts) = &sts {
+                match parse_endpoint(sts) {
+                    Ok(url) if url.scheme() == "https" => {}
+                    Ok(_) => {
+                        return Err(format!(
+                            "{} must be https: the web identity token is a bearer credential",
+                            aws::ENDPOINT_URL_STS
+                        ))
+                    }
+                    Err(why) => return Err(format!("{}: {why}", aws::ENDPOINT_URL_STS)),
+                }
+            }
             let source = format!(
                 "web identity (IRSA): {}={token_file}, {}={role_arn}, STS {}",
                 aws::WEB_IDENTITY_TOKEN_FILE,
@@ -497,6 +555,11 @@ fn key_of(origin: &Origin) -> String {
     }
 }
 
+/// A credential with a control character cannot go into a request header.
+pub fn has_control(value: &str) -> bool {
+    value.chars().any(char::is_control)
+}
+
 fn is_secret_key(key: &str) -> bool {
     key.ends_with(".secret.key") || key.ends_with(".session.token")
 }
@@ -522,9 +585,9 @@ fn parse_endpoint(value: &str) -> Result<Url, String> {
             "the endpoint must not hold credentials; use the S3 credential settings".into(),
         );
     }
-    if url.path() != "/" || url.query().is_some() {
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
         return Err(format!(
-            "'{value}' has a path or query; give scheme://host[:port] only"
+            "'{value}' has a path, query or fragment; give scheme://host[:port] only"
         ));
     }
     Ok(url)
@@ -680,5 +743,73 @@ mod tests {
             &[(aws::ACCESS_KEY_ID, "EK"), (aws::SECRET_ACCESS_KEY, "ES")],
         );
         assert_eq!(s.resolve("b").unwrap().credentials, Credentials::Anonymous);
+    }
+
+    #[test]
+    fn hostile_values_are_configuration_errors() {
+        for (env, why) in [
+            (
+                vec![
+                    (aws::ENDPOINT_URL, "http://127.0.0.1:1#frag"),
+                    (aws::ALLOW_HTTP, "true"),
+                ],
+                "fragment",
+            ),
+            (
+                vec![
+                    (aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null"),
+                    (aws::ROLE_ARN, "arn:aws:iam::1:role/r"),
+                    (aws::ENDPOINT_URL_STS, "http://sts.local"),
+                ],
+                "must be https",
+            ),
+            (vec![(aws::SESSION_TOKEN, "tok")], "belongs to a key pair"),
+            (
+                vec![
+                    (aws::ACCESS_KEY_ID, "AK"),
+                    (aws::SECRET_ACCESS_KEY, "SK"),
+                    (aws::SESSION_TOKEN, "to\nken"),
+                ],
+                "AWS_SESSION_TOKEN contains a control character",
+            ),
+        ] {
+            let env: Vec<(&'static str, &str)> = env;
+            let e = settings("", &env).resolve("bkt").unwrap_err().join("\n");
+            assert!(e.contains(why), "{why}: {e}");
+            assert!(!e.contains("to\nken"), "{e}");
+        }
+        let s = settings(
+            "spark.hadoop.fs.s3a.endpoint=h:1#x\nspark.hadoop.fs.s3a.bucket.bkt.secret.key=S\n",
+            &[],
+        );
+        let e = s.resolve("bkt").unwrap_err().join("\n");
+        assert!(
+            e.contains("fragment") && e.contains("fs.s3a.bucket.bkt.access.key"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_credentials_dir_must_hold_usable_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_dir = |d: &Path| {
+            S3Settings::from_parts(
+                Some((d.to_owned(), Origin::Flag("s3-credentials-dir"))),
+                None,
+                BTreeMap::new(),
+            )
+            .resolve("bkt")
+        };
+        assert!(with_dir(dir.path()).unwrap_err()[0].contains("no readable 'access-key'"));
+        std::fs::write(dir.path().join(ACCESS_KEY_FILE), "").unwrap();
+        std::fs::write(dir.path().join(SECRET_KEY_FILE), "S").unwrap();
+        assert!(with_dir(dir.path()).unwrap_err()[0].contains("empty"));
+        std::fs::write(dir.path().join(ACCESS_KEY_FILE), "A\u{1}B").unwrap();
+        assert!(with_dir(dir.path()).unwrap_err()[0].contains("control character"));
+        std::fs::write(dir.path().join(ACCESS_KEY_FILE), "AK\n").unwrap();
+        assert_eq!(
+            with_dir(dir.path()).unwrap().credentials,
+            Credentials::Dir(dir.path().to_owned())
+        );
     }
 }
