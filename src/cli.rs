@@ -152,6 +152,11 @@ pub struct FetchArgs {
     #[arg(long, env = env::HTTP_HEADER_FILE, value_name = "FILE")]
     pub http_header_file: Option<PathBuf>,
 
+    /// The Hadoop configuration directory (core-site.xml, hdfs-site.xml) for hdfs://
+    /// and viewfs:// URIs [default: HADOOP_CONF_DIR, else $HADOOP_HOME/etc/hadoop].
+    #[arg(long, env = env::HADOOP_CONF_DIR, value_name = "DIR")]
+    pub hadoop_conf_dir: Option<PathBuf>,
+
     /// A mounted Secret directory with `access-key`, `secret-key` and optional
     /// `session-token` for s3:// and s3a:// URIs; re-read on every request, so
     /// rotated credentials are picked up. Beats every other S3 credential source.
@@ -288,6 +293,7 @@ pub fn flag_name(id: &'static str) -> &'static str {
         "properties_file" => "properties-file",
         "no_progress" => "no-progress",
         "s3_credentials_dir" => "s3-credentials-dir",
+        "hadoop_conf_dir" => "hadoop-conf-dir",
         "progress_interval" => "progress-interval",
         other => other,
     }

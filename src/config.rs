@@ -98,6 +98,10 @@ pub struct Settings {
     pub progress_interval: Duration,
     /// S3 inputs (the credentials-dir flag, the S3A keys, the AWS_* environment).
     pub s3: crate::source::s3::settings::S3Settings,
+    /// `--hadoop-conf-dir` and where it was given (HDFS reads it only when needed).
+    pub hadoop_conf_dir: Option<(PathBuf, String)>,
+    /// The properties file, parsed (for `spark.hadoop.*` keys).
+    pub properties: Option<Properties>,
     /// Every configuration problem found while resolving (reported together).
     pub problems: Vec<ConfigError>,
 }
@@ -351,6 +355,11 @@ impl Settings {
             no_progress: args.no_progress,
             progress_interval: args.progress_interval,
             s3,
+            hadoop_conf_dir: args.hadoop_conf_dir.clone().map(|dir| {
+                let origin = origin_of("hadoop_conf_dir", env::HADOOP_CONF_DIR).to_string();
+                (dir, origin)
+            }),
+            properties,
         }
     }
 }

@@ -30,6 +30,7 @@ pub const TERMINATION_LOG: &str = "SPARK_LOCALIZER_TERMINATION_LOG";
 pub const NO_PROGRESS: &str = "SPARK_LOCALIZER_NO_PROGRESS";
 pub const PROGRESS_INTERVAL: &str = "SPARK_LOCALIZER_PROGRESS_INTERVAL";
 pub const S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_S3_CREDENTIALS_DIR";
+pub const HADOOP_CONF_DIR: &str = "SPARK_LOCALIZER_HADOOP_CONF_DIR";
 pub const LOG_FORMAT: &str = "SPARK_LOCALIZER_LOG_FORMAT";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";

@@ -17,6 +17,7 @@ use crate::output;
 use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
 use crate::retry::Backoff;
+use crate::source::hdfs::{HdfsSettings, HdfsSource};
 use crate::source::http::HttpSource;
 use crate::source::s3::S3Source;
 use crate::source::Sources;
@@ -49,6 +50,24 @@ pub fn prepare(
             .map_err(|p| problems.extend(p))
             .ok()
     });
+    let hdfs_uris: Vec<&url::Url> = plan
+        .artifacts
+        .iter()
+        .filter(|a| a.scheme == crate::source::Scheme::Hdfs)
+        .map(|a| &a.uri)
+        .collect();
+    // The Hadoop configuration and token file matter only when HDFS is used.
+    let hdfs = if hdfs_uris.is_empty() {
+        Some(HdfsSource::default())
+    } else {
+        HdfsSettings::load(
+            settings.hadoop_conf_dir.clone(),
+            settings.properties.as_ref(),
+        )
+        .and_then(|hs| HdfsSource::new(&hs, hdfs_uris, settings.http.connect_timeout))
+        .map_err(|p| problems.extend(p))
+        .ok()
+    };
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
@@ -78,7 +97,8 @@ pub fn prepare(
     }
     let http = http.expect("no problems means the client was built");
     let s3 = s3.expect("no problems means the buckets were configured");
-    Ok((settings, plan, Sources::new(http, s3)))
+    let hdfs = hdfs.expect("no problems means the clusters were configured");
+    Ok((settings, plan, Sources::new(http, s3, hdfs)))
 }
 
 fn config_message(e: &ConfigError) -> String {

@@ -49,6 +49,7 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat) {
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(format!("warn,spark_localizer={level}")));
+    crate::source::hdfs::replicas::install();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(ScrubbedStderr)

@@ -355,6 +355,7 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         Scheme::S3 => {
             crate::source::s3::locate(&uri)?;
         }
+        Scheme::Hdfs => crate::source::hdfs::check_uri(&uri)?,
         Scheme::File
             if uri
                 .host_str()
@@ -557,7 +558,10 @@ mod tests {
     #[test]
     fn unsupported_scheme_lists_supported() {
         let e = one("ftp://x/a.jar").unwrap_err();
-        assert!(e.contains("http, https, s3, s3a, file, local"), "{e}");
+        assert!(
+            e.contains("http, https, s3, s3a, hdfs, viewfs, file, local"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `Scheme` variant and one arm in [`Sources::get`].
 
 pub mod file;
+pub mod hdfs;
 pub mod http;
 pub mod s3;
 
@@ -25,13 +26,17 @@ pub enum Scheme {
     File,
     /// `s3://` and `s3a://` (Hadoop's spelling, which Spark users write).
     S3,
+    /// `hdfs://` and `viewfs://`.
+    Hdfs,
     /// Already inside the image: never fetched, kept in the classpath in its place.
     Local,
 }
 
 impl Scheme {
     /// Every scheme accepted, as users write them.
-    pub const SUPPORTED: &'static [&'static str] = &["http", "https", "s3", "s3a", "file", "local"];
+    pub const SUPPORTED: &'static [&'static str] = &[
+        "http", "https", "s3", "s3a", "hdfs", "viewfs", "file", "local",
+    ];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
     pub fn parse(scheme: &str) -> Option<Scheme> {
@@ -40,12 +45,13 @@ impl Scheme {
             "https" => Some(Scheme::Https),
             "file" => Some(Scheme::File),
             "s3" | "s3a" => Some(Scheme::S3),
+            "hdfs" | "viewfs" => Some(Scheme::Hdfs),
             "local" => Some(Scheme::Local),
             _ => None,
         }
     }
 
-    /// The supported schemes as one human list: `http, https, s3, s3a, file, local`.
+    /// The supported schemes as one human list: `http, https, s3, s3a, hdfs, viewfs, file, local`.
     pub fn supported_list() -> String {
         Self::SUPPORTED.join(", ")
     }
@@ -199,15 +205,22 @@ pub struct Sources {
     http: Arc<http::HttpSource>,
     file: Arc<file::FileSource>,
     s3: Arc<s3::S3Source>,
+    hdfs: Arc<hdfs::HdfsSource>,
 }
 
 impl Sources {
-    pub fn new(http: http::HttpSource, s3: s3::S3Source) -> Self {
+    pub fn new(http: http::HttpSource, s3: s3::S3Source, hdfs: hdfs::HdfsSource) -> Self {
         Sources {
             http: Arc::new(http),
             file: Arc::new(file::FileSource),
             s3: Arc::new(s3),
+            hdfs: Arc::new(hdfs),
         }
+    }
+
+    /// The HDFS clusters in use and how each is reached (for `check`).
+    pub fn hdfs_clusters(&self) -> Vec<hdfs::ClusterInfo> {
+        self.hdfs.describe()
     }
 
     /// The S3 buckets in use and how each is configured (for `check`).
@@ -221,6 +234,7 @@ impl Sources {
             Scheme::Http | Scheme::Https => Some(self.http.clone()),
             Scheme::File => Some(self.file.clone()),
             Scheme::S3 => Some(self.s3.clone()),
+            Scheme::Hdfs => Some(self.hdfs.clone()),
             Scheme::Local => None,
         }
     }

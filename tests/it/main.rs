@@ -6,6 +6,8 @@ mod support;
 mod archives;
 mod check;
 mod edges;
+mod hdfs;
+mod hdfs_harness;
 mod http_errors;
 mod integrity;
 mod jvm;

@@ -4,12 +4,12 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::support::pki::Pki;
-use crate::support::{data, s, sha256_hex, Sandbox};
+use crate::support::{data, populate_chroot, s, sha256_hex, Sandbox};
 
 /// A one-file HTTPS server (HTTP/1.1, Connection: close) on 127.0.0.1; counts connections.
 struct TlsServer {
@@ -140,26 +140,6 @@ fn unreadable_or_empty_ca_file_is_a_config_error() {
         .run()
         .expect_code(2)
         .expect_stderr("no PEM certificate");
-}
-
-/// Copies `bin` and the shared objects it loads into `root`, at their own paths.
-fn populate_chroot(bin: &Path, root: &Path) -> bool {
-    let Ok(out) = std::process::Command::new("ldd").arg(bin).output() else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let libs: Vec<PathBuf> = text
-        .split_whitespace()
-        .filter(|w| w.starts_with('/'))
-        .map(PathBuf::from)
-        .collect();
-    for lib in libs {
-        let dest = root.join(lib.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(&lib, &dest).unwrap();
-    }
-    std::fs::copy(bin, root.join("spark-localizer")).unwrap();
-    true
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 pub mod aws_creds;
 pub mod cut_proxy;
+pub mod hdfs;
 pub mod nginx;
 pub mod pki;
 pub mod seaweed;
@@ -486,4 +487,24 @@ pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// The absolute path as a string (for building expected classpaths).
 pub fn s(path: &Path) -> String {
     path.to_str().unwrap().to_string()
+}
+
+/// Copies `bin` and the shared objects it loads into `root`, at their own paths.
+pub fn populate_chroot(bin: &Path, root: &Path) -> bool {
+    let Ok(out) = std::process::Command::new("ldd").arg(bin).output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let libs: Vec<PathBuf> = text
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    for lib in libs {
+        let dest = root.join(lib.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&lib, &dest).unwrap();
+    }
+    std::fs::copy(bin, root.join("spark-localizer")).unwrap();
+    true
 }

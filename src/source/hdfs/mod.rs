@@ -1,0 +1,460 @@
+//! `hdfs://` and `viewfs://` through hdfs-native: one client per cluster
+//! (`scheme://authority`), configured from the Hadoop configuration directory
+//! and the properties file's `spark.hadoop.*` keys, with delegation tokens from
+//! `HADOOP_TOKEN_FILE_LOCATION` (checked here first) and, in the glibc build,
+//! Kerberos from the ticket cache (`KRB5CCNAME`).
+
+pub mod conf;
+pub mod replicas;
+pub mod token;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use hdfs_native::{Client, ClientBuilder, HdfsError};
+use url::Url;
+
+use self::conf::HadoopConf;
+use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+
+/// The environment variable naming the delegation-token file.
+pub const TOKEN_FILE_VAR: &str = "HADOOP_TOKEN_FILE_LOCATION";
+
+/// What the HDFS source is configured from.
+#[derive(Debug, Clone, Default)]
+pub struct HdfsSettings {
+    pub conf: HadoopConf,
+    /// The delegation-token file and the tokens it holds.
+    pub tokens: Option<(PathBuf, Vec<token::TokenInfo>)>,
+}
+
+impl HdfsSettings {
+    /// Loads the Hadoop configuration and checks the token file; problems are messages.
+    pub fn load(
+        conf_dir: Option<(PathBuf, String)>,
+        props: Option<&crate::properties::Properties>,
+    ) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let conf = HadoopConf::load(conf_dir, props).unwrap_or_else(|e| {
+            problems.push(e);
+            HadoopConf::default()
+        });
+        let tokens = std::env::var_os(TOKEN_FILE_VAR)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .and_then(|path| match token::load(&path) {
+                Ok(tokens) => Some((path, tokens)),
+                Err(e) => {
+                    problems.push(format!(
+                        "{TOKEN_FILE_VAR}={}: not a usable Hadoop token file: {e}; mount the delegation-token Secret Spark created, or unset the variable",
+                        path.display()
+                    ));
+                    None
+                }
+            });
+        if problems.is_empty() {
+            Ok(HdfsSettings { conf, tokens })
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// Whether this binary can speak Kerberos: hdfs-native loads
+/// `libgssapi_krb5.so.2` at run time, which a static binary cannot do.
+pub fn kerberos_available() -> bool {
+    if cfg!(target_env = "musl") {
+        return false;
+    }
+    // SAFETY: loading the system GSSAPI library runs its initialisers, as
+    // hdfs-native itself does when it needs Kerberos.
+    unsafe { libloading::Library::new("libgssapi_krb5.so.2") }.is_ok()
+}
+
+/// The message for a Kerberos cluster this binary cannot authenticate to.
+pub const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
+
+/// One cluster's client and what errors should say about it.
+struct Cluster {
+    client: Client,
+    /// The nameservice and its NameNodes, for error messages.
+    namenodes: Vec<(String, String)>,
+}
+
+/// What `check` prints about one cluster.
+pub struct ClusterInfo {
+    pub cluster: String,
+    pub namenodes: String,
+    pub auth: String,
+}
+
+#[derive(Default)]
+pub struct HdfsSource {
+    clusters: BTreeMap<String, Cluster>,
+    auth: String,
+    /// How long the NameNode calls of one request may take, failovers included.
+    rpc_timeout: std::time::Duration,
+    /// Files for which every replica of a block has already failed its checksum once.
+    corrupt: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
+}
+
+/// `scheme://authority` of an hdfs/viewfs URI: which client serves it.
+pub fn cluster_of(uri: &Url) -> String {
+    let mut key = format!("{}://{}", uri.scheme(), uri.host_str().unwrap_or_default());
+    if let Some(port) = uri.port() {
+        key.push_str(&format!(":{port}"));
+    }
+    key
+}
+
+/// Checks an `hdfs://` / `viewfs://` URI before any traffic.
+pub fn check_uri(uri: &Url) -> Result<(), String> {
+    let shown = crate::redact::redact_url(uri.as_str());
+    if uri.scheme() == "hdfs" && uri.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "{shown} has no NameNode or nameservice (write hdfs://nameservice/path or hdfs://host:8020/path)"
+        ));
+    }
+    if !uri.username().is_empty() || uri.password().is_some() {
+        return Err(format!(
+            "{shown} holds credentials; HDFS uses delegation tokens (HADOOP_TOKEN_FILE_LOCATION) or Kerberos"
+        ));
+    }
+    if uri.query().is_some() {
+        return Err(format!(
+            "{shown} has a query ('?'); encode '?' in HDFS paths as %3F"
+        ));
+    }
+    Ok(())
+}
+
+impl HdfsSource {
+    /// Builds a client per cluster named by the plan.
+    pub fn new<'a>(
+        settings: &HdfsSettings,
+        uris: impl IntoIterator<Item = &'a Url>,
+        rpc_timeout: std::time::Duration,
+    ) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut clusters = BTreeMap::new();
+        let has_token = settings.tokens.as_ref().is_some_and(|(_, t)| !t.is_empty());
+        let kerberos = settings.conf.kerberos();
+        let mut wants_kerberos = false;
+        for uri in uris {
+            let key = cluster_of(uri);
+            if clusters.contains_key(&key) {
+                continue;
+            }
+            wants_kerberos |= kerberos;
+            let mut builder = ClientBuilder::new()
+                .with_url(key.clone())
+                .with_config(settings.conf.overrides.clone());
+            if let Some((dir, _)) = &settings.conf.dir {
+                builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
+            }
+            match builder.build() {
+                Ok(client) => {
+                    let namenodes = settings.conf.namenodes(uri.host_str().unwrap_or_default());
+                    clusters.insert(key, Cluster { client, namenodes });
+                }
+                Err(e) => problems.push(format!("{key}: {}", describe(&e))),
+            }
+        }
+        if wants_kerberos && !has_token && !kerberos_available() {
+            problems.push(NO_KERBEROS.to_owned());
+        }
+        let auth = match (&settings.tokens, kerberos) {
+            (Some((path, tokens)), _) => format!(
+                "delegation tokens from {} ({})",
+                path.display(),
+                tokens
+                    .iter()
+                    .map(|t| format!("{} for {}", t.kind, t.service))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            (None, true) => "Kerberos ticket cache (KRB5CCNAME)".to_owned(),
+            (None, false) => "simple (HADOOP_USER_NAME or the OS user)".to_owned(),
+        };
+        if problems.is_empty() {
+            Ok(HdfsSource {
+                clusters,
+                auth,
+                rpc_timeout,
+                corrupt: Default::default(),
+            })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Every cluster in use, for `check`.
+    pub fn describe(&self) -> Vec<ClusterInfo> {
+        self.clusters
+            .iter()
+            .map(|(key, c)| ClusterInfo {
+                cluster: key.clone(),
+                namenodes: if c.namenodes.is_empty() {
+                    "(a single NameNode)".to_owned()
+                } else {
+                    c.namenodes
+                        .iter()
+                        .map(|(id, addr)| format!("{id} {addr}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                auth: self.auth.clone(),
+            })
+            .collect()
+    }
+
+    fn cluster(&self, uri: &Url) -> Result<(&Cluster, String), SourceError> {
+        let c = self.clusters.get(&cluster_of(uri)).ok_or_else(|| {
+            SourceError::new(
+                FaultKind::Refused,
+                format!("{}: cluster not configured", cluster_of(uri)),
+            )
+        })?;
+        let path = percent_encoding::percent_decode_str(uri.path())
+            .decode_utf8()
+            .map_err(|_| SourceError::new(FaultKind::Refused, format!("{uri}: path is not UTF-8")))?
+            .into_owned();
+        Ok((c, path))
+    }
+
+    /// A NameNode call, bounded: hdfs-native keeps failing over (15 times, with
+    /// growing sleeps, minutes in all) while no NameNode answers.
+    async fn call<T>(
+        &self,
+        c: &Cluster,
+        uri: &Url,
+        call: impl std::future::Future<Output = Result<T, HdfsError>>,
+    ) -> Result<T, SourceError> {
+        match tokio::time::timeout(self.rpc_timeout, call).await {
+            Ok(result) => result.map_err(|e| classify(c, uri, e)),
+            Err(_) => Err(SourceError::new(
+                FaultKind::Transient,
+                format!(
+                    "{}: no answer from {} within {} (--connect-timeout)",
+                    crate::redact::redact_url(uri.as_str()),
+                    tried(c, uri),
+                    crate::duration::format_duration(self.rpc_timeout)
+                ),
+            )),
+        }
+    }
+}
+
+/// A file's version: its length and modification time.
+fn validator(status: &hdfs_native::client::FileStatus) -> String {
+    format!("{}-{}", status.length, status.modification_time)
+}
+
+#[async_trait]
+impl Source for HdfsSource {
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
+        let (c, path) = self.cluster(uri)?;
+        let status = self.call(c, uri, c.client.get_file_info(&path)).await?;
+        if status.isdir {
+            return Err(directory(uri));
+        }
+        let reader = self.call(c, uri, c.client.read(&path)).await?;
+        let size = reader.file_length() as u64;
+        let version = validator(&status);
+        // Like If-Range: continue only the same version, else send it all.
+        let same = req.validator.as_deref() == Some(version.as_str());
+        let offset = if req.offset > 0 && same {
+            req.offset
+        } else {
+            0
+        };
+        let end = match req.end {
+            Some(end) if same => end,
+            _ => size,
+        };
+        // hdfs-native panics on a range past the end: clamp it.
+        let (start, end) = (offset.min(size), end.min(size).max(offset.min(size)));
+        let shown = crate::redact::redact_url(uri.as_str());
+        let (corrupt, key) = (self.corrupt.clone(), uri.to_string());
+        let mut watched = replicas::Watched::new(
+            reader
+                .read_range_stream(start as usize, (end - start) as usize)
+                .boxed(),
+        );
+        let stream = futures_util::stream::poll_fn(move |cx| {
+            let item = watched.poll_next_unpin(cx);
+            item.map(|next| {
+                next.map(|r| {
+                    r.map_err(|e| match &e {
+                        HdfsError::DataTransferError(m) if m.starts_with("All DataNodes failed") => {
+                            // A reader never goes back to a DataNode that sent one bad
+                            // block, even for other blocks: try once more with a fresh
+                            // reader before calling the file corrupt.
+                            let seen_before = corrupt
+                                .lock()
+                                .map(|mut c| std::mem::replace(&mut *c.entry(key.clone()).or_default(), true))
+                                .unwrap_or(true);
+                            if watched.saw_checksum_errors() && seen_before {
+                                SourceError::new(
+                                    FaultKind::Integrity,
+                                    format!("{shown}: every replica of a block failed checksum verification (corrupt on every DataNode); nothing was published"),
+                                )
+                            } else if watched.saw_checksum_errors() {
+                                SourceError::new(
+                                    FaultKind::Transient,
+                                    format!("{shown}: corrupt replicas (checksum mismatch) and no good one left for this reader; trying again with a fresh list of DataNodes"),
+                                )
+                            } else {
+                                SourceError::new(
+                                    FaultKind::Transient,
+                                    format!("{shown}: no DataNode holding a block could serve it"),
+                                )
+                            }
+                        }
+                        _ => SourceError::new(fault_of(&e), format!("{shown}: {}", describe(&e))),
+                    })
+                })
+            })
+        });
+        Ok(Body {
+            meta: Meta {
+                size: Some(size),
+                validator: Some(version),
+                ranges: true,
+            },
+            offset: start,
+            stream: stream.boxed(),
+        })
+    }
+
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
+        let (c, path) = self.cluster(uri)?;
+        let status = self.call(c, uri, c.client.get_file_info(&path)).await?;
+        if status.isdir {
+            return Err(directory(uri));
+        }
+        Ok(Probe {
+            meta: Meta {
+                size: Some(status.length as u64),
+                validator: Some(validator(&status)),
+                ranges: true,
+            },
+            status: format!(
+                "exists, replication {}",
+                status.replication.unwrap_or_default()
+            ),
+            redirected_to: None,
+        })
+    }
+
+    fn parallel_ranges(&self) -> bool {
+        true
+    }
+}
+
+fn directory(uri: &Url) -> SourceError {
+    SourceError::new(
+        FaultKind::Refused,
+        format!(
+            "{}: is a directory; name a file",
+            crate::redact::redact_url(uri.as_str())
+        ),
+    )
+}
+
+/// hdfs-native's message, without its generic prefixes.
+fn describe(e: &HdfsError) -> String {
+    crate::redact::scrub(&e.to_string())
+}
+
+fn fault_of(e: &HdfsError) -> FaultKind {
+    match e {
+        HdfsError::FileNotFound(_) | HdfsError::BlocksNotFound(_) => FaultKind::NotFound,
+        HdfsError::ChecksumError => FaultKind::Integrity,
+        HdfsError::IOError(_) | HdfsError::DataTransferError(_) => FaultKind::Transient,
+        HdfsError::SASLError(_) | HdfsError::GSSAPIError(..) | HdfsError::NoSASLMechanism => {
+            FaultKind::Auth
+        }
+        HdfsError::RPCError(class, _) | HdfsError::FatalRPCError(class, _) => {
+            if class.ends_with("AccessControlException") || class.ends_with("InvalidToken") {
+                FaultKind::Auth
+            } else if class.ends_with("FileNotFoundException") {
+                FaultKind::NotFound
+            } else if class.ends_with("StandbyException")
+                || class.ends_with("RetriableException")
+                || class.ends_with("SafeModeException")
+            {
+                FaultKind::Transient
+            } else {
+                FaultKind::Refused
+            }
+        }
+        _ => FaultKind::Refused,
+    }
+}
+
+/// The NameNode, or the nameservice and its NameNodes, a request went to.
+fn tried(c: &Cluster, uri: &Url) -> String {
+    let host = uri.host_str().unwrap_or_default();
+    if c.namenodes.is_empty() {
+        format!(
+            "NameNode {host}{}",
+            uri.port().map(|p| format!(":{p}")).unwrap_or_default()
+        )
+    } else {
+        format!(
+            "nameservice {host} (NameNodes {})",
+            c.namenodes
+                .iter()
+                .map(|(id, addr)| format!("{id} {addr}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+fn classify(c: &Cluster, uri: &Url, e: HdfsError) -> SourceError {
+    let shown = crate::redact::redact_url(uri.as_str());
+    let kind = fault_of(&e);
+    let tried = tried(c, uri);
+    let message = match &e {
+        HdfsError::FileNotFound(_) => format!("{shown}: no such file in {tried}"),
+        HdfsError::ChecksumError => format!(
+            "{shown}: every replica failed checksum verification (corrupt blocks); nothing was published"
+        ),
+        HdfsError::SASLError(_) | HdfsError::GSSAPIError(..) | HdfsError::NoSASLMechanism
+            if !kerberos_available() =>
+        {
+            format!("{shown}: {}: {}", describe(&e), NO_KERBEROS)
+        }
+        HdfsError::IOError(_) | HdfsError::RPCError(..) | HdfsError::FatalRPCError(..) => {
+            format!("{shown}: {tried}: {}", describe(&e))
+        }
+        _ => format!("{shown}: {}", describe(&e)),
+    };
+    SourceError::new(kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_are_checked_and_grouped_by_cluster() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(check_uri(&u("hdfs:///a.jar"))
+            .unwrap_err()
+            .contains("no NameNode"));
+        assert!(check_uri(&u("hdfs://u:p@ns/a.jar"))
+            .unwrap_err()
+            .contains("credentials"));
+        assert!(check_uri(&u("hdfs://ns/a.jar?x"))
+            .unwrap_err()
+            .contains("query"));
+        check_uri(&u("viewfs://cluster/a.jar")).unwrap();
+        assert_eq!(cluster_of(&u("hdfs://ns1/a/b.jar")), "hdfs://ns1");
+        assert_eq!(cluster_of(&u("hdfs://h:8020/a/b.jar")), "hdfs://h:8020");
+    }
+}

@@ -1,0 +1,113 @@
+//! Why every replica of a block failed. hdfs-native tries each DataNode in turn
+//! and, when none is left, reports only "All DataNodes failed"; the reason for
+//! each (a checksum mismatch, a refused connection) is in the warnings it logs
+//! while we poll its stream. A tracing layer hands those warnings to the stream
+//! being polled on this thread, so a corrupt block (integrity failure) can be
+//! told from unreachable DataNodes (retried).
+
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::Stream;
+
+thread_local! {
+    /// The warnings of the stream being polled on this thread, if one is.
+    static SINK: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// hdfs-native logs through the `log` crate: its warnings go to the stream being
+/// polled (and, as debug lines, to our log for `-v`).
+struct CaptureLogger;
+
+static LOGGER: CaptureLogger = CaptureLogger;
+
+impl log::Log for CaptureLogger {
+    fn enabled(&self, meta: &log::Metadata<'_>) -> bool {
+        meta.level() <= log::Level::Warn && meta.target().starts_with("hdfs_native")
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let text = record.args().to_string();
+        tracing::debug!("hdfs-native: {text}");
+        SINK.with(|sink| {
+            if let Some(seen) = sink.borrow_mut().as_mut() {
+                if seen.len() < 64 {
+                    seen.push(text);
+                }
+            }
+        });
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the logger (once per process; later calls do nothing).
+pub fn install() {
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}
+
+/// A stream that remembers the hdfs-native warnings logged while it is polled.
+pub struct Watched<S> {
+    inner: S,
+    seen: Vec<String>,
+}
+
+impl<S> Watched<S> {
+    pub fn new(inner: S) -> Self {
+        Watched {
+            inner,
+            seen: Vec::new(),
+        }
+    }
+}
+
+impl<S: Stream + Unpin> Watched<S> {
+    /// Whether a replica was refused for a checksum mismatch.
+    pub fn saw_checksum_errors(&self) -> bool {
+        self.seen.iter().any(|m| m.contains("ChecksumError"))
+    }
+}
+
+impl<S: Stream + Unpin> Stream for Watched<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let this = &mut *self;
+        let previous = SINK.with(|s| s.replace(Some(std::mem::take(&mut this.seen))));
+        let polled = Pin::new(&mut this.inner).poll_next(cx);
+        this.seen = SINK.with(|s| s.replace(previous)).unwrap_or_default();
+        polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    #[test]
+    fn warnings_logged_while_polling_are_kept() {
+        install();
+        let inner = futures_util::stream::iter([1, 2]).map(|i| {
+            log::warn!(target: "hdfs_native::hdfs::block_reader", "Error occurred while reading from DataNode: ChecksumError {i}");
+            log::warn!(target: "other", "not ours ChecksumError");
+            i
+        });
+        let mut w = Watched::new(inner);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async { while w.next().await.is_some() {} });
+        assert!(w.saw_checksum_errors());
+        assert_eq!(w.seen.len(), 2);
+        // Outside a poll nothing is collected.
+        log::warn!(target: "hdfs_native", "ChecksumError");
+        assert_eq!(w.seen.len(), 2);
+    }
+}

@@ -1,0 +1,337 @@
+//! Hadoop delegation-token files (`HADOOP_TOKEN_FILE_LOCATION`), checked before
+//! hdfs-native reads them: it ignores a file it cannot parse (and panics on some
+//! truncated ones), so a broken Secret would surface much later as a puzzling
+//! authentication failure. The format is Hadoop's `Credentials` storage:
+//! `HDTS`, a version byte, then Writable (0) or a length-delimited protobuf (1).
+
+use std::path::Path;
+
+/// One token's kind and service (what `check` may print; never the secret parts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    pub kind: String,
+    pub service: String,
+}
+
+const MAGIC: &[u8] = b"HDTS";
+const HDFS_DELEGATION_TOKEN: &str = "HDFS_DELEGATION_TOKEN";
+
+/// Reads and checks every token in `path`.
+pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
+    let data = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    parse(&data)
+}
+
+pub fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
+    let mut r = Reader { data, pos: 0 };
+    if r.take(4)? != MAGIC {
+        return Err("not a Hadoop token file (no HDTS header)".into());
+    }
+    let tokens = match r.byte()? {
+        0 => writable(&mut r)?,
+        1 => protobuf(&mut r)?,
+        v => return Err(format!("unknown token file format {v}")),
+    };
+    for t in &tokens {
+        if t.0.kind == HDFS_DELEGATION_TOKEN {
+            identifier(&t.1).map_err(|e| {
+                format!(
+                    "the {} for {} has a malformed identifier: {e}",
+                    t.0.kind, t.0.service
+                )
+            })?;
+        }
+    }
+    Ok(tokens.into_iter().map(|t| t.0).collect())
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or_else(|| format!("truncated at byte {}", self.pos))?;
+        let out = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn done(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    /// Hadoop's `WritableUtils.readVLong`.
+    fn vlong(&mut self) -> Result<i64, String> {
+        let first = self.byte()? as i8;
+        if first >= -112 {
+            return Ok(i64::from(first));
+        }
+        let negative = first < -120;
+        let len = if negative {
+            -(first + 120)
+        } else {
+            -(first + 112)
+        };
+        let mut v: i64 = 0;
+        for _ in 0..len {
+            v = (v << 8) | i64::from(self.byte()?);
+        }
+        Ok(if negative { !v } else { v })
+    }
+
+    /// A length as a VLong: never negative, never past the end.
+    fn length(&mut self) -> Result<usize, String> {
+        let n = self.vlong()?;
+        usize::try_from(n).map_err(|_| format!("negative length {n} at byte {}", self.pos))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.length()?;
+        self.take(n)
+    }
+
+    fn text(&mut self) -> Result<String, String> {
+        let b = self.bytes()?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| format!("text that is not UTF-8 before byte {}", self.pos))
+    }
+
+    /// A protobuf varint.
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+}
+
+type Parsed = (TokenInfo, Vec<u8>);
+
+fn writable(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
+    let count = r.length()?;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let _alias = r.text()?;
+        let identifier = r.bytes()?.to_vec();
+        let _password = r.bytes()?;
+        let kind = r.text()?;
+        let service = r.text()?;
+        out.push((TokenInfo { kind, service }, identifier));
+    }
+    // Then the secret keys: count, (alias, bytes) each.
+    if !r.done() {
+        for _ in 0..r.length()? {
+            r.text()?;
+            r.bytes()?;
+        }
+    }
+    Ok(out)
+}
+
+/// Walks one protobuf message, calling `field` for each length-delimited field.
+fn walk<'a>(
+    msg: &'a [u8],
+    mut field: impl FnMut(u64, &'a [u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut r = Reader { data: msg, pos: 0 };
+    while !r.done() {
+        let key = r.varint()?;
+        match key & 7 {
+            0 => {
+                r.varint()?;
+            }
+            1 => {
+                r.take(8)?;
+            }
+            2 => {
+                let n = usize::try_from(r.varint()?).map_err(|_| "length too large")?;
+                field(key >> 3, r.take(n)?)?;
+            }
+            5 => {
+                r.take(4)?;
+            }
+            t => return Err(format!("bad protobuf wire type {t}")),
+        }
+    }
+    Ok(())
+}
+
+/// `CredentialsProto { repeated CredentialsKVProto tokens = 1; … }`, length-delimited.
+fn protobuf(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
+    let n = usize::try_from(r.varint()?).map_err(|_| "length too large")?;
+    let msg = r.take(n)?;
+    let mut out = Vec::new();
+    walk(msg, |tag, kv| {
+        if tag != 1 {
+            return Ok(());
+        }
+        // CredentialsKVProto { alias = 1; TokenProto token = 2; secret = 3 }
+        walk(kv, |tag, token| {
+            if tag != 2 {
+                return Ok(());
+            }
+            // TokenProto { identifier = 1; password = 2; kind = 3; service = 4 }
+            let (mut identifier, mut kind, mut service) = (Vec::new(), None, None);
+            walk(token, |tag, v| {
+                let text = || {
+                    String::from_utf8(v.to_vec()).map_err(|_| "text that is not UTF-8".to_owned())
+                };
+                match tag {
+                    1 => identifier = v.to_vec(),
+                    3 => kind = Some(text()?),
+                    4 => service = Some(text()?),
+                    _ => {}
+                }
+                Ok(())
+            })?;
+            match (kind, service) {
+                (Some(kind), Some(service)) => {
+                    out.push((TokenInfo { kind, service }, identifier));
+                    Ok(())
+                }
+                _ => Err("a token without kind or service".into()),
+            }
+        })
+    })?;
+    Ok(out)
+}
+
+/// An HDFS delegation token identifier: version 0, owner, renewer, real user,
+/// issue date, max date, sequence number, master key id (what hdfs-native reads).
+fn identifier(id: &[u8]) -> Result<(), String> {
+    let mut r = Reader { data: id, pos: 0 };
+    match r.byte()? {
+        0 => {}
+        v => return Err(format!("version {v}, expected 0")),
+    }
+    for _ in 0..3 {
+        r.text()?;
+    }
+    for _ in 0..4 {
+        r.vlong()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// `WritableUtils.writeVLong`.
+    pub fn vlong(out: &mut Vec<u8>, v: i64) {
+        if (-112..=127).contains(&v) {
+            out.push(v as u8);
+            return;
+        }
+        let (neg, mut x) = if v < 0 { (true, !v) } else { (false, v) };
+        let mut len = 0;
+        let mut t = x;
+        while t != 0 {
+            t >>= 8;
+            len += 1;
+        }
+        out.push(if neg {
+            (-120 - len) as u8
+        } else {
+            (-112 - len) as u8
+        });
+        let mut bytes = Vec::new();
+        for _ in 0..len {
+            bytes.push((x & 0xff) as u8);
+            x >>= 8;
+        }
+        out.extend(bytes.iter().rev());
+    }
+
+    fn text(out: &mut Vec<u8>, s: &str) {
+        vlong(out, s.len() as i64);
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    /// A Writable token file with one HDFS delegation token for `service`.
+    pub fn token_file(service: &str) -> Vec<u8> {
+        let mut id = vec![0u8];
+        for s in ["spark", "yarn", ""] {
+            text(&mut id, s);
+        }
+        for v in [1_700_000_000_000i64, 4_100_000_000_000, 7, 3] {
+            vlong(&mut id, v);
+        }
+        let mut out = b"HDTS\0".to_vec();
+        vlong(&mut out, 1);
+        text(&mut out, service);
+        vlong(&mut out, id.len() as i64);
+        out.extend(&id);
+        vlong(&mut out, 4);
+        out.extend(b"PASS");
+        text(&mut out, HDFS_DELEGATION_TOKEN);
+        text(&mut out, service);
+        vlong(&mut out, 0);
+        out
+    }
+
+    #[test]
+    fn vlongs_round_trip() {
+        for v in [
+            0i64,
+            1,
+            -1,
+            127,
+            -112,
+            -113,
+            128,
+            255,
+            256,
+            65_536,
+            -65_536,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut buf = Vec::new();
+            vlong(&mut buf, v);
+            let mut r = Reader { data: &buf, pos: 0 };
+            assert_eq!(r.vlong().unwrap(), v, "{v}");
+            assert!(r.done());
+        }
+    }
+
+    #[test]
+    fn good_and_broken_files() {
+        let good = token_file("ha-hdfs:ns1");
+        assert_eq!(
+            parse(&good).unwrap(),
+            vec![TokenInfo {
+                kind: HDFS_DELEGATION_TOKEN.into(),
+                service: "ha-hdfs:ns1".into()
+            }]
+        );
+        // Every truncation is refused, none panics.
+        for n in 0..good.len() - 1 {
+            assert!(parse(&good[..n]).is_err(), "prefix {n}");
+        }
+        assert!(parse(b"NOPE\0\0").unwrap_err().contains("HDTS"));
+        assert!(parse(b"HDTS\x07").unwrap_err().contains("format 7"));
+        // A negative length.
+        assert!(parse(b"HDTS\0\x01\xff").unwrap_err().contains("negative"));
+        // A delegation token whose identifier is not version 0.
+        let mut bad = good.clone();
+        let at = bad.windows(3).position(|w| w == [0, 5, b's']).unwrap();
+        bad[at] = 9;
+        assert!(parse(&bad).unwrap_err().contains("malformed identifier"));
+    }
+}
