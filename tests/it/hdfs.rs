@@ -408,3 +408,40 @@ fn a_kerberos_cluster_without_gssapi_fails_fast_and_clearly() {
         started.elapsed()
     );
 }
+
+/// viewfs:// through a mount table in core-site.xml.
+#[test]
+fn viewfs_resolves_through_the_mount_table() {
+    let sb = Sandbox::new();
+    let jar = data(48, 300_000);
+    let Some(hdfs) = TestHdfs::start(json!({
+        "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
+        "datanodes": three_datanodes(),
+        "checksum": "CRC32C",
+        "bytes_per_checksum": 512,
+        "files": [{"path": "/apps/libs/a.jar", "source": s(&source(&sb, "a.jar", &jar)), "block_size": 1 << 20}],
+    })) else {
+        return;
+    };
+    let conf = sb.root.join("viewfs-conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("core-site.xml"),
+        format!(
+            "<configuration><property><name>fs.viewfs.mounttable.cluster.link./libs</name><value>{0}/apps/libs</value></property>\
+             <property><name>fs.viewfs.mounttable.cluster.linkFallback</name><value>{0}/</value></property></configuration>",
+            hdfs.url()
+        ),
+    )
+    .unwrap();
+    sb.fetch()
+        .args([
+            "--hadoop-conf-dir",
+            &s(&conf),
+            "--jars",
+            "viewfs://cluster/libs/a.jar",
+        ])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+}

@@ -159,7 +159,16 @@ impl HdfsSource {
                     let namenodes = settings.conf.namenodes(uri.host_str().unwrap_or_default());
                     clusters.insert(key, Cluster { client, namenodes });
                 }
-                Err(e) => problems.push(format!("{key}: {}", describe(&e))),
+                Err(e) => {
+                    let mut text = format!("{key}: {}", describe(&e));
+                    if text.contains("fallback mount") {
+                        text.push_str(&format!(
+                            " (set fs.viewfs.mounttable.{}.linkFallback in core-site.xml or spark.hadoop.*)",
+                            uri.host_str().unwrap_or_default()
+                        ));
+                    }
+                    problems.push(text)
+                }
             }
         }
         if wants_kerberos && !has_token && !kerberos_available() {
