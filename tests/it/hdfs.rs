@@ -47,7 +47,7 @@ fn jars_files_and_archives_localize_from_hdfs_across_blocks() {
     let sb = Sandbox::new();
     let jar = data(41, (2 << 20) + 123_456); // three 1 MiB blocks
     let conf = b"spark.executor.memory=4g\n".to_vec();
-    let large = data(42, 40 << 20); // ten 4 MiB blocks, five 8 MiB ranges
+    let large = data(42, 40 << 20); // 3 MiB blocks: the 8 MiB ranges start and end mid-block
     let deps = tar_gz(&sb);
     let Some(hdfs) = TestHdfs::start(json!({
         "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
@@ -58,7 +58,7 @@ fn jars_files_and_archives_localize_from_hdfs_across_blocks() {
             {"path": "/apps/libs/celeborn-client.jar", "source": s(&source(&sb, "a.jar", &jar)), "block_size": 1 << 20,
              "replicas": [["dn1", "dn2"], ["dn2", "dn3"], ["dn3", "dn1"]]},
             {"path": "/apps/conf/app.conf", "source": s(&source(&sb, "app.conf", &conf)), "block_size": 1 << 20},
-            {"path": "/apps/data/model.bin", "source": s(&source(&sb, "model.bin", &large)), "block_size": 4 << 20},
+            {"path": "/apps/data/model.bin", "source": s(&source(&sb, "model.bin", &large)), "block_size": 3 << 20},
             {"path": "/apps/deps.tgz", "source": s(&source(&sb, "deps.tgz", &deps)), "block_size": 1 << 20},
         ],
     })) else {
