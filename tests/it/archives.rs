@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support::nginx::Nginx;
-use crate::support::{data, s, sha256_hex, FaultServer, Sandbox};
+use crate::support::{data, s, sha256_hex, tar_gz, FaultServer, Sandbox};
 
 /// A tree with nested dirs, an empty dir, an executable and a unicode name.
 fn tree(root: &Path) {
@@ -22,19 +22,6 @@ fn tree(root: &Path) {
     .unwrap();
     std::fs::write(root.join("lib/python3/site/mod.py"), data(1, 5000)).unwrap();
     std::fs::write(root.join("lib/données.txt"), b"unicode\n").unwrap();
-}
-
-fn tar_gz(src: &Path, out: &Path) {
-    let ok = Command::new("tar")
-        .arg("czf")
-        .arg(out)
-        .arg("-C")
-        .arg(src)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "tar failed");
 }
 
 fn zip_with(out: &Path, entries: &[(&str, &[u8])]) {

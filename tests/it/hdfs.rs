@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::hdfs::TestHdfs;
-use crate::support::{data, populate_chroot, s, Sandbox};
+use crate::support::{data, is_root, populate_chroot, s, tar_gz, Sandbox};
 
 /// Writes `bytes` under the sandbox and returns the path (the server's source file).
 fn source(sb: &Sandbox, name: &str, bytes: &[u8]) -> PathBuf {
@@ -24,21 +24,12 @@ fn three_datanodes() -> serde_json::Value {
     json!([{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}, {"id": "dn3", "port": 0}])
 }
 
-fn tar_gz(sb: &Sandbox) -> Vec<u8> {
+fn deps_tgz(sb: &Sandbox) -> Vec<u8> {
     let tree = sb.root.join("tree");
     std::fs::create_dir_all(tree.join("py")).unwrap();
     std::fs::write(tree.join("py/job.py"), b"print('hi')\n").unwrap();
     let out = sb.root.join("deps.tgz");
-    let ok = std::process::Command::new("tar")
-        .arg("czf")
-        .arg(&out)
-        .arg("-C")
-        .arg(&tree)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    tar_gz(&tree, &out);
     std::fs::read(out).unwrap()
 }
 
@@ -48,7 +39,7 @@ fn jars_files_and_archives_localize_from_hdfs_across_blocks() {
     let jar = data(41, (2 << 20) + 123_456); // three 1 MiB blocks
     let conf = b"spark.executor.memory=4g\n".to_vec();
     let large = data(42, 40 << 20); // 3 MiB blocks: the 8 MiB ranges start and end mid-block
-    let deps = tar_gz(&sb);
+    let deps = deps_tgz(&sb);
     let Some(hdfs) = TestHdfs::start(json!({
         "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
         "datanodes": three_datanodes(),
@@ -339,12 +330,7 @@ fn token_file(service: &str) -> Vec<u8> {
 /// only the binary and its loader, so no GSSAPI library exists.
 #[test]
 fn a_kerberos_cluster_without_gssapi_fails_fast_and_clearly() {
-    let is_root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if !is_root {
+    if !is_root() {
         eprintln!("SKIP: the chroot test needs root");
         return;
     }

@@ -9,7 +9,7 @@ use crate::support::aws_creds::{PodIdentityAgent, Sts, READER_ROLE_ARN};
 use crate::support::cut_proxy::CutProxy;
 use crate::support::pki::Pki;
 use crate::support::seaweed::Seaweed;
-use crate::support::{data, s, sha256_hex, wait_for, Run, Sandbox};
+use crate::support::{data, s, sha256_hex, tar_gz, wait_for, Run, Sandbox};
 
 /// The standard AWS variables pointing at `endpoint` with the test identity.
 fn aws_env<'a>(run: Run<'a>, endpoint: &str) -> Run<'a> {
@@ -17,19 +17,6 @@ fn aws_env<'a>(run: Run<'a>, endpoint: &str) -> Run<'a> {
         .env("AWS_SECRET_ACCESS_KEY", Seaweed::SECRET_KEY)
         .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ALLOW_HTTP", "true")
-}
-
-fn tar_gz(src: &Path, out: &Path) {
-    let ok = std::process::Command::new("tar")
-        .arg("czf")
-        .arg(out)
-        .arg("-C")
-        .arg(src)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "tar failed");
 }
 
 /// The highest resident set size (VmHWM, KiB) of `pid`, polled until it exits.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::nginx::Nginx;
 use crate::support::seaweed::Seaweed;
-use crate::support::{data, s, Run, Sandbox};
+use crate::support::{data, s, tar_gz, Run, Sandbox};
 
 const BUCKET: &str = "suite";
 
@@ -49,7 +49,7 @@ impl Store {
     }
 }
 
-fn tar_gz(sb: &Sandbox) -> Vec<u8> {
+fn conf_tgz(sb: &Sandbox) -> Vec<u8> {
     let tree = sb.root.join("tree");
     std::fs::create_dir_all(tree.join("conf")).unwrap();
     std::fs::write(
@@ -58,16 +58,7 @@ fn tar_gz(sb: &Sandbox) -> Vec<u8> {
     )
     .unwrap();
     let out = sb.root.join("conf.tgz");
-    let ok = std::process::Command::new("tar")
-        .arg("czf")
-        .arg(&out)
-        .arg("-C")
-        .arg(&tree)
-        .arg(".")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    tar_gz(&tree, &out);
     std::fs::read(out).unwrap()
 }
 
@@ -85,7 +76,7 @@ fn suite(store: &Store) {
     let large = data(25, 40 << 20);
     store.put("data/model.bin", &large);
     let sb = Sandbox::new();
-    store.put("envs/conf.tgz", &tar_gz(&sb));
+    store.put("envs/conf.tgz", &conf_tgz(&sb));
 
     // Jars in declared order (not name order), a file, a large file, an archive.
     let jar_uris: Vec<String> = jars.iter().map(|(k, _)| store.uri(k)).collect();

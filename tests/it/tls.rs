@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::support::pki::Pki;
-use crate::support::{data, populate_chroot, s, sha256_hex, Sandbox};
+use crate::support::{data, is_root, populate_chroot, s, sha256_hex, Sandbox};
 
 /// A one-file HTTPS server (HTTP/1.1, Connection: close) on 127.0.0.1; counts connections.
 struct TlsServer {
@@ -19,16 +19,7 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(pki: &Pki, body: Vec<u8>) -> TlsServer {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let (chain, key) = pki.server_identity();
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
+        let config = pki.server_config();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -144,12 +135,7 @@ fn unreadable_or_empty_ca_file_is_a_config_error() {
 
 #[test]
 fn works_in_an_empty_chroot_with_only_a_ca_file() {
-    let is_root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if !is_root {
+    if !is_root() {
         eprintln!("SKIP: the chroot test needs root");
         return;
     }

@@ -196,16 +196,7 @@ pub struct Sts {
 
 impl Sts {
     pub fn start(pki: &Pki, expected_token: &str) -> Sts {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let (chain, key) = pki.server_identity();
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
+        let config = pki.server_config();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));

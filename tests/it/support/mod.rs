@@ -508,3 +508,26 @@ pub fn populate_chroot(bin: &Path, root: &Path) -> bool {
     std::fs::copy(bin, root.join("spark-localizer")).unwrap();
     true
 }
+
+/// `tar czf out -C src .` with the system tar.
+pub fn tar_gz(src: &Path, out: &Path) {
+    let ok = Command::new("tar")
+        .arg("czf")
+        .arg(out)
+        .arg("-C")
+        .arg(src)
+        .arg(".")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tar failed");
+}
+
+/// Whether the tests run as root (needed for chroot).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}

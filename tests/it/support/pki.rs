@@ -46,6 +46,20 @@ impl Pki {
         )
     }
 
+    /// A rustls server configuration presenting the leaf (HTTP/1.1 over ALPN).
+    pub fn server_config(&self) -> std::sync::Arc<rustls::ServerConfig> {
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let (chain, key) = self.server_identity();
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        std::sync::Arc::new(config)
+    }
+
     /// Writes `cert.pem` and `key.pem` (the leaf) into `dir`; returns their paths.
     pub fn write_leaf(&self, dir: &Path) -> (PathBuf, PathBuf) {
         let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
