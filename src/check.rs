@@ -202,6 +202,10 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
         );
         any = true;
     }
+    if let Some(dir) = sources.hadoop_conf_dir() {
+        let _ = writeln!(out, "  hadoop conf      {dir}");
+        any = true;
+    }
     for c in sources.hdfs_clusters() {
         let _ = writeln!(
             out,

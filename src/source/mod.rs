@@ -218,6 +218,11 @@ impl Sources {
         }
     }
 
+    /// The Hadoop configuration directory in use and where it was named (for `check`).
+    pub fn hadoop_conf_dir(&self) -> Option<String> {
+        self.hdfs.conf_dir()
+    }
+
     /// The HDFS clusters in use and how each is reached (for `check`).
     pub fn hdfs_clusters(&self) -> Vec<hdfs::ClusterInfo> {
         self.hdfs.describe()

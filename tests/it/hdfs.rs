@@ -213,6 +213,22 @@ fn no_namenode_answering_is_a_clear_error_within_the_deadline() {
     };
     let conf = hdfs.write_hadoop_conf(&sb.root.join("hadoop-conf"));
     drop(hdfs); // every NameNode gone
+                // A NameNode address that is not host:port is a configuration error.
+    let props = sb.write(
+        "bad.properties",
+        "spark.hadoop.dfs.namenode.rpc-address.ns1.nn2=notaport\n",
+    );
+    sb.fetch()
+        .args([
+            "--hadoop-conf-dir",
+            &s(&conf),
+            "--properties-file",
+            &s(&props),
+        ])
+        .args(["--jars", "hdfs://ns1/libs/a.jar"])
+        .run()
+        .expect_code(2)
+        .expect_stderr("dfs.namenode.rpc-address.ns1.nn2 is 'notaport', not host:port");
     let out = sb
         .fetch()
         .args([
@@ -259,6 +275,13 @@ fn token_files_are_checked_before_use() {
             .expect_code(2)
             .expect_stderr(&format!("HADOOP_TOKEN_FILE_LOCATION={}", s(&file)));
     }
+    // Not a regular file (a device would be read forever).
+    sb.fetch()
+        .env("HADOOP_TOKEN_FILE_LOCATION", "/dev/zero")
+        .args(["--jars", &uri])
+        .run()
+        .expect_code(2)
+        .expect_stderr("not a regular file");
     // A well-formed file: check names its token (never its secret parts); fetch works.
     let file = sb.write("tokens", token_file("127.0.0.1:8020"));
     let out = sb
@@ -392,6 +415,34 @@ fn a_kerberos_cluster_without_gssapi_fails_fast_and_clearly() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+
+    // A token file, but no HDFS delegation token for this cluster: the same.
+    std::fs::write(root.path().join("tokens"), token_file("ha-hdfs:another")).unwrap();
+    let out = std::process::Command::new(chroot)
+        .arg(root.path())
+        .args([
+            "/spark-localizer",
+            "fetch",
+            "--no-progress",
+            "--jars-dir",
+            "/out",
+        ])
+        .args([
+            "--hadoop-conf-dir",
+            "/conf",
+            "--jars",
+            &format!("{}/a.jar", hdfs.url()),
+        ])
+        .env_clear()
+        .env("HADOOP_TOKEN_FILE_LOCATION", "/tokens")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no HDFS delegation token for it"),
+        "{stderr}"
     );
 }
 

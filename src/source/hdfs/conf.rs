@@ -113,7 +113,7 @@ fn read_site_file(path: &Path) -> Result<Vec<(String, String)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let doc = roxmltree::Document::parse(&text)
-        .map_err(|e| format!("{} is not valid XML: {e}", path.display()))?;
+        .map_err(|e| format!("{} is not usable XML: {e}", path.display()))?;
     let mut out = Vec::new();
     for prop in doc.descendants().filter(|n| n.has_tag_name("property")) {
         let child = |tag: &str| {
@@ -179,6 +179,6 @@ mod tests {
         )
         .unwrap();
         let e = HadoopConf::load(Some((dir.path().to_owned(), "x".into())), None).unwrap_err();
-        assert!(e.contains("core-site.xml is not valid XML"), "{e}");
+        assert!(e.contains("core-site.xml is not usable XML"), "{e}");
     }
 }

@@ -96,6 +96,8 @@ pub struct HdfsSource {
     auth: String,
     /// How long the NameNode calls of one request may take, failovers included.
     rpc_timeout: std::time::Duration,
+    /// The Hadoop configuration directory and where it was named.
+    conf_dir: Option<String>,
     /// Files for which every replica of a block has already failed its checksum once.
     corrupt: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
 }
@@ -127,6 +129,14 @@ pub fn check_uri(uri: &Url) -> Result<(), String> {
             "{shown} has a query ('?'); encode '?' in HDFS paths as %3F"
         ));
     }
+    if uri.port() == Some(0) {
+        return Err(format!("{shown} has port 0"));
+    }
+    if uri.scheme() == "viewfs" && uri.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "{shown} has no mount table name (write viewfs://cluster/path)"
+        ));
+    }
     Ok(())
 }
 
@@ -139,18 +149,50 @@ impl HdfsSource {
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let mut clusters = BTreeMap::new();
-        let has_token = settings.tokens.as_ref().is_some_and(|(_, t)| !t.is_empty());
+        let tokens: &[token::TokenInfo] = settings.tokens.as_ref().map_or(&[], |(_, t)| t);
         let kerberos = settings.conf.kerberos();
-        let mut wants_kerberos = false;
+        // Clusters that need Kerberos: no HDFS delegation token for them.
+        let mut needs_kerberos = Vec::new();
         for uri in uris {
             let key = cluster_of(uri);
             if clusters.contains_key(&key) {
                 continue;
             }
-            wants_kerberos |= kerberos;
+            let host = uri.host_str().unwrap_or_default();
+            let is_service = !settings.conf.namenodes(host).is_empty();
+            if kerberos
+                && !tokens
+                    .iter()
+                    .any(|t| t.serves(host, uri.port(), is_service))
+            {
+                needs_kerberos.push(key.clone());
+            }
+            for (id, addr) in settings.conf.namenodes(host) {
+                let port = addr
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.parse::<u16>().ok());
+                if !matches!(port, Some(p) if p > 0) {
+                    problems.push(format!(
+                        "dfs.namenode.rpc-address.{host}.{id} is '{addr}', not host:port"
+                    ));
+                }
+            }
+            // hdfs-native fails over 15 times with sleeps growing to 15 s (minutes
+            // against a dead NameNode): a few quick rounds, then the engine's
+            // retries and deadline take over, with the real error in hand.
+            let mut config = settings.conf.overrides.clone();
+            for (key, value) in [
+                ("dfs.client.failover.max.attempts", "3"),
+                ("dfs.client.failover.sleep.base.millis", "200"),
+                ("dfs.client.failover.sleep.max.millis", "1000"),
+            ] {
+                if settings.conf.get(key).is_none() {
+                    config.insert(key.to_owned(), value.to_owned());
+                }
+            }
             let mut builder = ClientBuilder::new()
                 .with_url(key.clone())
-                .with_config(settings.conf.overrides.clone());
+                .with_config(config);
             if let Some((dir, _)) = &settings.conf.dir {
                 builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
             }
@@ -161,6 +203,16 @@ impl HdfsSource {
                 }
                 Err(e) => {
                     let mut text = format!("{key}: {}", describe(&e));
+                    if text.contains("No NameNode hosts found") {
+                        let conf = settings.conf.dir.as_ref().map_or(
+                            "none found: give --hadoop-conf-dir or HADOOP_CONF_DIR".to_owned(),
+                            |(d, o)| format!("{} from {o}", d.display()),
+                        );
+                        text.push_str(&format!(
+                            " ('{}' is neither host:port nor a nameservice of the Hadoop configuration ({conf}); set dfs.nameservices, dfs.ha.namenodes.<ns> and dfs.namenode.rpc-address.<ns>.<nn>, or write hdfs://host:port/path)",
+                            uri.host_str().unwrap_or_default()
+                        ));
+                    }
                     if text.contains("fallback mount") {
                         text.push_str(&format!(
                             " (set fs.viewfs.mounttable.{}.linkFallback in core-site.xml or spark.hadoop.*)",
@@ -171,8 +223,13 @@ impl HdfsSource {
                 }
             }
         }
-        if wants_kerberos && !has_token && !kerberos_available() {
-            problems.push(NO_KERBEROS.to_owned());
+        if !needs_kerberos.is_empty() && !kerberos_available() {
+            let why = if tokens.is_empty() {
+                ""
+            } else {
+                " (the token file holds no HDFS delegation token for it)"
+            };
+            problems.push(format!("{}: {NO_KERBEROS}{why}", needs_kerberos.join(", ")));
         }
         let auth = match (&settings.tokens, kerberos) {
             (Some((path, tokens)), _) => format!(
@@ -180,7 +237,7 @@ impl HdfsSource {
                 path.display(),
                 tokens
                     .iter()
-                    .map(|t| format!("{} for {}", t.kind, t.service))
+                    .map(|t| format!("{} for {}", t.kind.escape_debug(), t.service.escape_debug()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -192,11 +249,21 @@ impl HdfsSource {
                 clusters,
                 auth,
                 rpc_timeout,
+                conf_dir: settings
+                    .conf
+                    .dir
+                    .as_ref()
+                    .map(|(d, o)| format!("{}  ({o})", d.display())),
                 corrupt: Default::default(),
             })
         } else {
             Err(problems)
         }
+    }
+
+    /// The configuration directory used, with its origin.
+    pub fn conf_dir(&self) -> Option<String> {
+        self.conf_dir.clone()
     }
 
     /// Every cluster in use, for `check`.
@@ -407,7 +474,9 @@ fn fault_of(e: &HdfsError) -> FaultKind {
 /// The NameNode, or the nameservice and its NameNodes, a request went to.
 fn tried(c: &Cluster, uri: &Url) -> String {
     let host = uri.host_str().unwrap_or_default();
-    if c.namenodes.is_empty() {
+    if uri.scheme() == "viewfs" {
+        format!("viewfs mount table {host}")
+    } else if c.namenodes.is_empty() {
         format!(
             "NameNode {host}{}",
             uri.port().map(|p| format!(":{p}")).unwrap_or_default()
@@ -438,6 +507,10 @@ fn classify(c: &Cluster, uri: &Url, e: HdfsError) -> SourceError {
         {
             format!("{shown}: {}: {}", describe(&e), NO_KERBEROS)
         }
+        HdfsError::GSSAPIError(_, _, message) => format!(
+            "{shown}: Kerberos authentication to {tried} failed ({}): run kinit or mount a ticket cache (KRB5CCNAME), or give a delegation token (HADOOP_TOKEN_FILE_LOCATION)",
+            crate::redact::scrub(message)
+        ),
         HdfsError::IOError(_) | HdfsError::RPCError(..) | HdfsError::FatalRPCError(..) => {
             format!("{shown}: {tried}: {}", describe(&e))
         }

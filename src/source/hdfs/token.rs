@@ -18,8 +18,45 @@ const HDFS_DELEGATION_TOKEN: &str = "HDFS_DELEGATION_TOKEN";
 
 /// Reads and checks every token in `path`.
 pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
-    let data = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    use std::io::Read;
+    // A regular file of Secret size: not a device, a FIFO or something huge.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_FILE {
+        return Err(format!(
+            "{} bytes, more than a token file ({MAX_FILE} bytes at most)",
+            meta.len()
+        ));
+    }
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE + 1).read_to_end(&mut data))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if data.len() as u64 > MAX_FILE {
+        return Err("it grew past the size of a token file".into());
+    }
     parse(&data)
+}
+
+/// A Kubernetes Secret holds at most 1 MiB.
+const MAX_FILE: u64 = 1 << 20;
+
+impl TokenInfo {
+    /// Whether this is an HDFS delegation token for the cluster `host[:port]` of a
+    /// URI: `ha-hdfs:<nameservice>` for a nameservice, `<host>:<port>` (or any
+    /// address with that port) for a single NameNode.
+    pub fn serves(&self, host: &str, port: Option<u16>, nameservice: bool) -> bool {
+        if self.kind != HDFS_DELEGATION_TOKEN {
+            return false;
+        }
+        if nameservice {
+            return self.service == format!("ha-hdfs:{host}");
+        }
+        let port = port.unwrap_or(8020);
+        self.service == format!("{host}:{port}") || self.service.ends_with(&format!(":{port}"))
+    }
 }
 
 pub fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
@@ -134,11 +171,10 @@ fn writable(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
         out.push((TokenInfo { kind, service }, identifier));
     }
     // Then the secret keys: count, (alias, bytes) each.
-    if !r.done() {
-        for _ in 0..r.length()? {
-            r.text()?;
-            r.bytes()?;
-        }
+    // Then the secret keys (Hadoop always writes their count): (alias, bytes) each.
+    for _ in 0..r.length()? {
+        r.text()?;
+        r.bytes()?;
     }
     Ok(out)
 }
