@@ -69,6 +69,53 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Resolve the same plan, show where each value came from and probe every URI; writes nothing.
     Check(FetchArgs),
+    /// The resource staging server: holds files uploaded by spark-submit for the init containers.
+    Stage(StageArgs),
+}
+
+/// `stage` and its subcommands.
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    #[command(subcommand)]
+    pub command: StageCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StageCommand {
+    /// Run the staging server (v0 API of the apache-spark-on-k8s resource staging server).
+    Serve(ServeArgs),
+}
+
+/// Inputs of `stage serve`.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed on stdout).
+    #[arg(long, env = env::STAGE_LISTEN, default_value = "0.0.0.0:10000", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+
+    /// Directory holding the bundles (created 0700 if missing).
+    #[arg(long, env = env::STAGE_STORE, default_value = "/var/lib/spark-localizer/staging", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = env::STAGE_TLS_CERT, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, env = env::STAGE_TLS_KEY, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Refuse (413) an upload whose bundle is larger than this.
+    #[arg(long, env = env::STAGE_MAX_UPLOAD_BYTES, default_value_t = 1 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_upload_bytes: u64,
+
+    /// Delete a bundle that nobody downloaded within this long after its upload.
+    #[arg(long, env = env::STAGE_UNUSED_TTL, default_value = "30m", value_parser = positive_duration, value_name = "DURATION")]
+    pub unused_ttl: Duration,
+
+    /// Delete any bundle this long after its upload.
+    #[arg(long, env = env::STAGE_MAX_TTL, default_value = "168h", value_parser = positive_duration, value_name = "DURATION")]
+    pub max_ttl: Duration,
 }
 
 /// Inputs shared by `fetch` and `check`.
@@ -267,7 +314,8 @@ where
     let hide = |c: clap::Command| c.mut_args(|a| a.hide_env_values(true));
     let command = hide(Cli::command())
         .mut_subcommand("fetch", hide)
-        .mut_subcommand("check", hide);
+        .mut_subcommand("check", hide)
+        .mut_subcommand("stage", |c| hide(c).mut_subcommand("serve", hide));
     let matches = command.try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
     let origins = matches
@@ -295,6 +343,11 @@ pub fn flag_name(id: &'static str) -> &'static str {
         "s3_credentials_dir" => "s3-credentials-dir",
         "hadoop_conf_dir" => "hadoop-conf-dir",
         "progress_interval" => "progress-interval",
+        "tls_cert" => "tls-cert",
+        "tls_key" => "tls-key",
+        "max_upload_bytes" => "max-upload-bytes",
+        "unused_ttl" => "unused-ttl",
+        "max_ttl" => "max-ttl",
         other => other,
     }
 }

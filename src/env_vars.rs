@@ -32,6 +32,14 @@ pub const PROGRESS_INTERVAL: &str = "SPARK_LOCALIZER_PROGRESS_INTERVAL";
 pub const S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_S3_CREDENTIALS_DIR";
 pub const HADOOP_CONF_DIR: &str = "SPARK_LOCALIZER_HADOOP_CONF_DIR";
 pub const LOG_FORMAT: &str = "SPARK_LOCALIZER_LOG_FORMAT";
+// `stage serve`.
+pub const STAGE_LISTEN: &str = "SPARK_LOCALIZER_STAGE_LISTEN";
+pub const STAGE_STORE: &str = "SPARK_LOCALIZER_STAGE_STORE";
+pub const STAGE_TLS_CERT: &str = "SPARK_LOCALIZER_STAGE_TLS_CERT";
+pub const STAGE_TLS_KEY: &str = "SPARK_LOCALIZER_STAGE_TLS_KEY";
+pub const STAGE_MAX_UPLOAD_BYTES: &str = "SPARK_LOCALIZER_STAGE_MAX_UPLOAD_BYTES";
+pub const STAGE_UNUSED_TTL: &str = "SPARK_LOCALIZER_STAGE_UNUSED_TTL";
+pub const STAGE_MAX_TTL: &str = "SPARK_LOCALIZER_STAGE_MAX_TTL";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 /// Tracing filter override (e.g. `spark_localizer=debug`).

@@ -2,7 +2,8 @@
 //!
 //! `fetch` turns URI lists into verified files in emptyDir volumes and writes a
 //! classpath fragment; `check` resolves the same plan and probes every source
-//! without writing anything. Modules are named after their one job.
+//! without writing anything; `stage serve` is the resource staging server that
+//! holds files uploaded by spark-submit. Modules are named after their one job.
 
 pub mod archive;
 pub mod check;
@@ -25,4 +26,5 @@ pub mod ranged;
 pub mod redact;
 pub mod retry;
 pub mod source;
+pub mod stage;
 pub mod transfer;

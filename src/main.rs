@@ -1,8 +1,8 @@
 use std::io::Write;
 
-use spark_localizer::cli::{self, Command};
+use spark_localizer::cli::{self, Command, StageCommand};
 use spark_localizer::exit::ExitCode;
-use spark_localizer::{check, fetch, logging, redact};
+use spark_localizer::{check, fetch, logging, redact, stage};
 
 fn main() {
     let (cli, origins) = match cli::parse() {
@@ -37,6 +37,9 @@ fn main() {
         match &cli.command {
             Command::Fetch(args) => fetch::run(args, &origins, cli.log_format).await,
             Command::Check(args) => check::run(args, &origins).await,
+            Command::Stage(stage_args) => match &stage_args.command {
+                StageCommand::Serve(args) => stage::serve(args).await,
+            },
         }
     });
     std::process::exit(code.code());

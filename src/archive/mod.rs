@@ -627,5 +627,8 @@ fn unpack_zip(file: File, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
     Ok(())
 }
 
+pub mod validate;
+pub use validate::validate_tar_gz;
+
 #[cfg(test)]
 mod tests;

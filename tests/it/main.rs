@@ -23,6 +23,7 @@ mod scheduling;
 mod secrets;
 mod snapshots;
 mod source_suite;
+mod stage_serve;
 mod tls;
 mod transient;
 mod validation;

@@ -1,0 +1,17 @@
+//! The resource staging server (`stage serve`): holds the files spark-submit
+//! uploads from the submitter's machine until the init containers fetch them.
+//!
+//! Wire-compatible with the v0 API of the apache-spark-on-k8s staging server (see
+//! [`api`]). Beyond it: resource secrets are kept only as sha256 hashes and compared
+//! in constant time; uploads stream to disk, are checked against the archive rules
+//! of [`crate::archive`] and are committed atomically ([`store`]); size limits;
+//! expiry of never-downloaded bundles (`--unused-ttl`) and of all bundles
+//! (`--max-ttl`); `DELETE`, `HEAD` and `Range`; `/healthz` and `/metrics`; TLS from
+//! PEM files. Not yet: expiry when the owner pods are gone (Kubernetes API) and an
+//! object-store backend; [`store::Store`] is the seam for the latter.
+
+pub mod api;
+pub mod server;
+pub mod store;
+
+pub use server::serve;
