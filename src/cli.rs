@@ -84,6 +84,48 @@ pub struct StageArgs {
 pub enum StageCommand {
     /// Run the staging server (v0 API of the apache-spark-on-k8s resource staging server).
     Serve(ServeArgs),
+    /// Upload local files as one tar.gz bundle to a staging server; prints its id and secret.
+    Upload(UploadArgs),
+}
+
+/// What an uploaded bundle holds: decides the Secret key and the Spark properties shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StageKind {
+    Jars,
+    Files,
+}
+
+/// Inputs of `stage upload`.
+#[derive(Debug, Args, Clone)]
+pub struct UploadArgs {
+    /// The staging server's base URL (what spark.kubernetes.resourceStagingServer.uri holds).
+    #[arg(long, env = env::STAGE_SERVER, value_name = "URL")]
+    pub server: String,
+
+    /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
+    #[arg(long, env = env::STAGE_CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
+    pub ca_cert: Vec<PathBuf>,
+
+    /// Namespace of the pods that will fetch the bundle [default: default].
+    #[arg(long, env = env::STAGE_NAMESPACE, value_name = "NS")]
+    pub namespace: Option<String>,
+
+    /// A label of the pods that will fetch the bundle (repeatable; env: comma-separated).
+    #[arg(long = "label", env = env::STAGE_LABELS, value_name = "KEY=VALUE", action = ArgAction::Append, value_delimiter = ',')]
+    pub labels: Vec<String>,
+
+    /// Print a Kubernetes Secret manifest with this name (and the properties to set)
+    /// instead of JSON.
+    #[arg(long, env = env::STAGE_SECRET_MANIFEST, value_name = "NAME")]
+    pub secret_manifest: Option<String>,
+
+    /// Whether the bundle holds the application's jars or its files.
+    #[arg(long, value_enum, env = env::STAGE_KIND, default_value_t = StageKind::Jars)]
+    pub kind: StageKind,
+
+    /// The regular files to bundle; each goes in flat, under its file name.
+    #[arg(required = true, value_name = "FILES")]
+    pub files: Vec<PathBuf>,
 }
 
 /// Inputs of `stage serve`.
@@ -315,7 +357,11 @@ where
     let command = hide(Cli::command())
         .mut_subcommand("fetch", hide)
         .mut_subcommand("check", hide)
-        .mut_subcommand("stage", |c| hide(c).mut_subcommand("serve", hide));
+        .mut_subcommand("stage", |c| {
+            hide(c)
+                .mut_subcommand("serve", hide)
+                .mut_subcommand("upload", hide)
+        });
     let matches = command.try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
     let origins = matches

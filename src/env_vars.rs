@@ -40,6 +40,13 @@ pub const STAGE_TLS_KEY: &str = "SPARK_LOCALIZER_STAGE_TLS_KEY";
 pub const STAGE_MAX_UPLOAD_BYTES: &str = "SPARK_LOCALIZER_STAGE_MAX_UPLOAD_BYTES";
 pub const STAGE_UNUSED_TTL: &str = "SPARK_LOCALIZER_STAGE_UNUSED_TTL";
 pub const STAGE_MAX_TTL: &str = "SPARK_LOCALIZER_STAGE_MAX_TTL";
+// `stage upload`.
+pub const STAGE_SERVER: &str = "SPARK_LOCALIZER_STAGE_SERVER";
+pub const STAGE_CA_CERT: &str = "SPARK_LOCALIZER_STAGE_CA_CERT";
+pub const STAGE_NAMESPACE: &str = "SPARK_LOCALIZER_STAGE_NAMESPACE";
+pub const STAGE_LABELS: &str = "SPARK_LOCALIZER_STAGE_LABELS";
+pub const STAGE_SECRET_MANIFEST: &str = "SPARK_LOCALIZER_STAGE_SECRET_MANIFEST";
+pub const STAGE_KIND: &str = "SPARK_LOCALIZER_STAGE_KIND";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 /// Tracing filter override (e.g. `spark_localizer=debug`).

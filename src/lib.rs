@@ -3,7 +3,8 @@
 //! `fetch` turns URI lists into verified files in emptyDir volumes and writes a
 //! classpath fragment; `check` resolves the same plan and probes every source
 //! without writing anything; `stage serve` is the resource staging server that
-//! holds files uploaded by spark-submit. Modules are named after their one job.
+//! holds files uploaded by spark-submit, and `stage upload` its client. Modules are
+//! named after their one job.
 
 pub mod archive;
 pub mod check;

@@ -39,6 +39,7 @@ fn main() {
             Command::Check(args) => check::run(args, &origins).await,
             Command::Stage(stage_args) => match &stage_args.command {
                 StageCommand::Serve(args) => stage::serve(args).await,
+                StageCommand::Upload(args) => stage::upload::run(args).await,
             },
         }
     });

@@ -9,9 +9,13 @@
 //! (`--max-ttl`); `DELETE`, `HEAD` and `Range`; `/healthz` and `/metrics`; TLS from
 //! PEM files. Not yet: expiry when the owner pods are gone (Kubernetes API) and an
 //! object-store backend; [`store::Store`] is the seam for the latter.
+//!
+//! `stage upload` ([`upload`]) is the client: it streams local files to a server as
+//! one flat tar.gz bundle and prints the id and secret (or a Secret manifest).
 
 pub mod api;
 pub mod server;
 pub mod store;
+pub mod upload;
 
 pub use server::serve;

@@ -24,6 +24,7 @@ mod secrets;
 mod snapshots;
 mod source_suite;
 mod stage_serve;
+mod stage_upload;
 mod tls;
 mod transient;
 mod validation;

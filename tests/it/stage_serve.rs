@@ -19,17 +19,18 @@ const OWNER: &str =
 const ORIGINAL_OWNER: &str =
     r#"{"ownerNamespace":"spark","ownerLabels":{"a":"b"},"ownerType":"Pod"}"#;
 
-/// A `stage serve` subprocess on 127.0.0.1 with its stderr collected.
-struct Stage {
+/// A `stage serve` subprocess on 127.0.0.1 with its stderr collected (also used by
+/// `stage_upload`).
+pub(crate) struct Stage {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     stderr: Arc<Mutex<Vec<u8>>>,
     drain: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Stage {
     /// Starts the server on `store` and waits for its `listening on` line.
-    fn start(store: &Path, args: &[&str]) -> Stage {
+    pub(crate) fn start(store: &Path, args: &[&str]) -> Stage {
         Stage::start_with_env(store, args, &[])
     }
 
@@ -92,11 +93,11 @@ impl Stage {
         stage
     }
 
-    fn stderr_text(&self) -> String {
+    pub(crate) fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
-    fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+    pub(crate) fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
         self.send("GET", path, headers, &[])
     }
 
@@ -147,7 +148,7 @@ impl Stage {
     }
 
     /// SIGTERM, then the exit code and the whole stderr.
-    fn stop(mut self) -> (Option<i32>, String) {
+    pub(crate) fn stop(mut self) -> (Option<i32>, String) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
@@ -173,14 +174,14 @@ impl Drop for Stage {
 }
 
 #[derive(Debug)]
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
