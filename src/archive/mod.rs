@@ -166,8 +166,8 @@ pub fn unpack(
     let archive_len = file.metadata().map_err(io_err(archive))?.len();
     let mut sink = Sink::new(into, limits, archive_len);
     match format {
-        Format::Tar => unpack_tar(BufReader::new(file), &mut sink)?,
-        Format::TarGz => unpack_tar(
+        Format::Tar => walk_tar(BufReader::new(file), &mut sink)?,
+        Format::TarGz => walk_tar(
             flate2::read::GzDecoder::new(BufReader::new(file)),
             &mut sink,
         )?,
@@ -508,7 +508,46 @@ impl<'a> Sink<'a> {
     }
 }
 
-fn unpack_tar<R: Read>(reader: R, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
+/// What a tar walk does with each entry: write it ([`Sink`]) or only check it
+/// (the staging server's [`validate`] walk) — one walk, so both apply the same
+/// entry-type rules.
+pub(super) trait Entries {
+    fn count_entry(&mut self) -> Result<(), ArchiveError>;
+    fn dir(&mut self, name: &[u8], mode: Option<u32>) -> Result<(), ArchiveError>;
+    fn file(
+        &mut self,
+        name: &[u8],
+        mode: Option<u32>,
+        data: &mut dyn Read,
+    ) -> Result<(), ArchiveError>;
+    fn symlink(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError>;
+    fn hard_link(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError>;
+}
+
+impl Entries for Sink<'_> {
+    fn count_entry(&mut self) -> Result<(), ArchiveError> {
+        Sink::count_entry(self)
+    }
+    fn dir(&mut self, name: &[u8], mode: Option<u32>) -> Result<(), ArchiveError> {
+        Sink::dir(self, name, mode)
+    }
+    fn file(
+        &mut self,
+        name: &[u8],
+        mode: Option<u32>,
+        data: &mut dyn Read,
+    ) -> Result<(), ArchiveError> {
+        Sink::file(self, name, mode, data, None)
+    }
+    fn symlink(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
+        Sink::symlink(self, name, target)
+    }
+    fn hard_link(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
+        Sink::hard_link(self, name, target)
+    }
+}
+
+pub(super) fn walk_tar<R: Read>(reader: R, sink: &mut dyn Entries) -> Result<(), ArchiveError> {
     use tar::EntryType;
     let mut archive = tar::Archive::new(reader);
     for entry in archive.entries().map_err(corrupt)? {
@@ -533,7 +572,7 @@ fn unpack_tar<R: Read>(reader: R, sink: &mut Sink<'_>) -> Result<(), ArchiveErro
         let mode = header.mode().ok();
         match kind {
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                sink.file(&name, mode, &mut entry, None)?;
+                sink.file(&name, mode, &mut entry)?;
             }
             EntryType::Directory => sink.dir(&name, mode)?,
             EntryType::Symlink | EntryType::Link => {

@@ -49,7 +49,10 @@ pub fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, Arch
         bytes: 0,
         seen: HashMap::new(),
     };
-    walk.tar(flate2::read::GzDecoder::new(BufReader::new(file)))?;
+    super::walk_tar(
+        flate2::read::GzDecoder::new(BufReader::new(file)),
+        &mut walk,
+    )?;
     Ok(Unpacked {
         entries: walk.entries,
         bytes: walk.bytes,
@@ -57,58 +60,6 @@ pub fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, Arch
 }
 
 impl Walk<'_> {
-    fn tar<R: Read>(&mut self, reader: R) -> Result<(), ArchiveError> {
-        use tar::EntryType;
-        let mut archive = tar::Archive::new(reader);
-        for entry in archive.entries().map_err(corrupt)? {
-            let mut entry = entry.map_err(corrupt)?;
-            let name = entry.path_bytes().into_owned();
-            let sparse = entry
-                .pax_extensions()
-                .ok()
-                .flatten()
-                .is_some_and(|mut exts| {
-                    exts.any(|e| e.is_ok_and(|e| e.key_bytes().starts_with(b"GNU.sparse")))
-                });
-            if sparse {
-                return Err(refused(
-                    &name,
-                    "is a PAX sparse file, which is not supported",
-                ));
-            }
-            let kind = entry.header().entry_type();
-            match kind {
-                EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                    self.file(&name)?;
-                    self.read_contents(&mut entry)?;
-                }
-                EntryType::Directory => self.dir(&name)?,
-                EntryType::Symlink => {
-                    let target = link_target(&entry);
-                    self.symlink(&name, &target)?;
-                }
-                EntryType::Link => {
-                    let target = link_target(&entry);
-                    self.hard_link(&name, &target)?;
-                }
-                EntryType::XGlobalHeader => self.count_entry()?,
-                EntryType::Char => return Err(refused(&name, "is a character device")),
-                EntryType::Block => return Err(refused(&name, "is a block device")),
-                EntryType::Fifo => return Err(refused(&name, "is a fifo")),
-                other => {
-                    return Err(refused(
-                        &name,
-                        format!(
-                            "has an unsupported tar entry type {:?}",
-                            other.as_byte() as char
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
         self.entries += 1;
         if self.entries > self.limits.max_entries {
@@ -235,11 +186,28 @@ impl Walk<'_> {
     }
 }
 
-fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> Vec<u8> {
-    entry
-        .link_name_bytes()
-        .map(|t| t.into_owned())
-        .unwrap_or_default()
+impl super::Entries for Walk<'_> {
+    fn count_entry(&mut self) -> Result<(), ArchiveError> {
+        Walk::count_entry(self)
+    }
+    fn dir(&mut self, name: &[u8], _mode: Option<u32>) -> Result<(), ArchiveError> {
+        Walk::dir(self, name)
+    }
+    fn file(
+        &mut self,
+        name: &[u8],
+        _mode: Option<u32>,
+        data: &mut dyn Read,
+    ) -> Result<(), ArchiveError> {
+        Walk::file(self, name)?;
+        self.read_contents(data)
+    }
+    fn symlink(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
+        Walk::symlink(self, name, target)
+    }
+    fn hard_link(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
+        Walk::hard_link(self, name, target)
+    }
 }
 
 #[cfg(test)]
