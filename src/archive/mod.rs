@@ -260,12 +260,77 @@ fn dir_mode(mode: Option<u32>) -> u32 {
     mode.map_or(0o755, |m| (m & 0o777) | 0o755)
 }
 
+/// The limits' counters for one archive: entries and bytes so far, checked
+/// against [`Limits`] (shared by unpacking and by the walk-only validation).
+pub(super) struct Budget<'a> {
+    pub(super) limits: &'a Limits,
+    archive_len: u64,
+    pub(super) entries: u64,
+    pub(super) bytes: u64,
+}
+
+impl<'a> Budget<'a> {
+    pub(super) fn new(limits: &'a Limits, archive_len: u64) -> Self {
+        Budget {
+            limits,
+            archive_len: archive_len.max(1),
+            entries: 0,
+            bytes: 0,
+        }
+    }
+
+    pub(super) fn count_entry(&mut self) -> Result<(), ArchiveError> {
+        self.entries += 1;
+        if self.entries > self.limits.max_entries {
+            return Err(ArchiveError::Limit {
+                what: "entry count".into(),
+                limit: self.limits.max_entries,
+                flag: "--archive-max-entries",
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn ratio_limit(&self) -> ArchiveError {
+        ArchiveError::Limit {
+            what: "compression ratio (bytes written per archive byte)".into(),
+            limit: self.limits.max_ratio,
+            flag: "--archive-max-ratio",
+        }
+    }
+
+    pub(super) fn size_limit(&self) -> ArchiveError {
+        ArchiveError::Limit {
+            what: "unpacked size in bytes".into(),
+            limit: self.limits.max_bytes,
+            flag: "--archive-max-bytes",
+        }
+    }
+
+    /// Accounts for `n` more bytes before they are written.
+    pub(super) fn add_bytes(&mut self, n: u64) -> Result<(), ArchiveError> {
+        let total = self.bytes.saturating_add(n);
+        if total > self.limits.max_bytes {
+            return Err(self.size_limit());
+        }
+        if total > RATIO_FLOOR && total > self.limits.max_ratio.saturating_mul(self.archive_len) {
+            return Err(self.ratio_limit());
+        }
+        self.bytes = total;
+        Ok(())
+    }
+
+    pub(super) fn unpacked(&self) -> Unpacked {
+        Unpacked {
+            entries: self.entries,
+            bytes: self.bytes,
+        }
+    }
+}
+
 struct Sink<'a> {
     root: &'a Path,
-    limits: &'a Limits,
-    archive_len: u64,
-    entries: u64,
-    bytes: u64,
+    budget: Budget<'a>,
     /// Directories (relative) known to be real directories created by this unpack.
     dirs: HashSet<PathBuf>,
     /// Regular files (relative) written by this unpack: valid hard link targets.
@@ -279,52 +344,12 @@ impl<'a> Sink<'a> {
     fn new(root: &'a Path, limits: &'a Limits, archive_len: u64) -> Self {
         Sink {
             root,
-            limits,
-            archive_len: archive_len.max(1),
-            entries: 0,
-            bytes: 0,
+            budget: Budget::new(limits, archive_len),
             dirs: HashSet::new(),
             files: HashSet::new(),
             dir_modes: Vec::new(),
             buf: vec![0; COPY_BUF],
         }
-    }
-
-    fn count_entry(&mut self) -> Result<(), ArchiveError> {
-        self.entries += 1;
-        if self.entries > self.limits.max_entries {
-            return Err(ArchiveError::Limit {
-                what: "entry count".into(),
-                limit: self.limits.max_entries,
-                flag: "--archive-max-entries",
-            });
-        }
-        Ok(())
-    }
-
-    fn ratio_limit(&self) -> ArchiveError {
-        ArchiveError::Limit {
-            what: "compression ratio (bytes written per archive byte)".into(),
-            limit: self.limits.max_ratio,
-            flag: "--archive-max-ratio",
-        }
-    }
-
-    /// Accounts for `n` more bytes before they are written.
-    fn add_bytes(&mut self, n: u64) -> Result<(), ArchiveError> {
-        let total = self.bytes.saturating_add(n);
-        if total > self.limits.max_bytes {
-            return Err(ArchiveError::Limit {
-                what: "unpacked size in bytes".into(),
-                limit: self.limits.max_bytes,
-                flag: "--archive-max-bytes",
-            });
-        }
-        if total > RATIO_FLOOR && total > self.limits.max_ratio.saturating_mul(self.archive_len) {
-            return Err(self.ratio_limit());
-        }
-        self.bytes = total;
-        Ok(())
     }
 
     /// Makes sure every component of `rel`'s parent is a real directory, creating the
@@ -365,7 +390,7 @@ impl<'a> Sink<'a> {
     }
 
     fn dir(&mut self, name: &[u8], mode: Option<u32>) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let Some(rel) = enclosed_name(name).map_err(|r| refused(name, r))? else {
             return Ok(()); // the root itself
         };
@@ -395,7 +420,7 @@ impl<'a> Sink<'a> {
         data: &mut dyn Read,
         per_entry_ratio_base: Option<u64>,
     ) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a file named like the unpack directory"))?;
@@ -439,13 +464,13 @@ impl<'a> Sink<'a> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(corrupt(e)),
             };
-            self.add_bytes(n as u64)?;
+            self.budget.add_bytes(n as u64)?;
             written += n as u64;
             if let Some(base) = per_entry_ratio_base {
                 if written > RATIO_FLOOR
-                    && written > self.limits.max_ratio.saturating_mul(base.max(1))
+                    && written > self.budget.limits.max_ratio.saturating_mul(base.max(1))
                 {
-                    return Err(self.ratio_limit());
+                    return Err(self.budget.ratio_limit());
                 }
             }
             out.write_all(&buf[..n]).map_err(io_err(abs))?;
@@ -453,7 +478,7 @@ impl<'a> Sink<'a> {
     }
 
     fn symlink(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a symlink named like the unpack directory"))?;
@@ -470,7 +495,7 @@ impl<'a> Sink<'a> {
     }
 
     fn hard_link(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a hard link named like the unpack directory"))?;
@@ -501,10 +526,7 @@ impl<'a> Sink<'a> {
         for (abs, mode) in &self.dir_modes {
             fs::set_permissions(abs, Permissions::from_mode(*mode)).map_err(io_err(abs))?;
         }
-        Ok(Unpacked {
-            entries: self.entries,
-            bytes: self.bytes,
-        })
+        Ok(self.budget.unpacked())
     }
 }
 
@@ -526,7 +548,7 @@ pub(super) trait Entries {
 
 impl Entries for Sink<'_> {
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
-        Sink::count_entry(self)
+        self.budget.count_entry()
     }
     fn dir(&mut self, name: &[u8], mode: Option<u32>) -> Result<(), ArchiveError> {
         Sink::dir(self, name, mode)
@@ -650,15 +672,12 @@ fn unpack_zip(file: File, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
         } else {
             let size = entry.size();
             let compressed = entry.compressed_size().max(1);
-            if size > RATIO_FLOOR && size / compressed > sink.limits.max_ratio {
-                return Err(sink.ratio_limit());
+            let budget = &sink.budget;
+            if size > RATIO_FLOOR && size / compressed > budget.limits.max_ratio {
+                return Err(budget.ratio_limit());
             }
-            if sink.bytes.saturating_add(size) > sink.limits.max_bytes {
-                return Err(ArchiveError::Limit {
-                    what: "unpacked size in bytes".into(),
-                    limit: sink.limits.max_bytes,
-                    flag: "--archive-max-bytes",
-                });
+            if budget.bytes.saturating_add(size) > budget.limits.max_bytes {
+                return Err(budget.size_limit());
             }
             sink.file(&name, mode, &mut entry, Some(compressed))?;
         }

@@ -13,7 +13,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::{corrupt, enclosed_link_target, enclosed_name, refused, ArchiveError, Limits};
-use super::{Unpacked, COPY_BUF, RATIO_FLOOR};
+use super::{Budget, Unpacked, COPY_BUF};
 
 /// What an earlier entry made a path into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +25,7 @@ enum Kind {
 
 /// The entries seen so far, with the limits' counters.
 struct Walk<'a> {
-    limits: &'a Limits,
-    archive_len: u64,
-    entries: u64,
-    bytes: u64,
+    budget: Budget<'a>,
     seen: HashMap<PathBuf, Kind>,
 }
 
@@ -43,35 +40,17 @@ pub fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, Arch
     let file = std::fs::File::open(archive).map_err(io_err)?;
     let archive_len = file.metadata().map_err(io_err)?.len();
     let mut walk = Walk {
-        limits,
-        archive_len: archive_len.max(1),
-        entries: 0,
-        bytes: 0,
+        budget: Budget::new(limits, archive_len),
         seen: HashMap::new(),
     };
     super::walk_tar(
         flate2::read::GzDecoder::new(BufReader::new(file)),
         &mut walk,
     )?;
-    Ok(Unpacked {
-        entries: walk.entries,
-        bytes: walk.bytes,
-    })
+    Ok(walk.budget.unpacked())
 }
 
 impl Walk<'_> {
-    fn count_entry(&mut self) -> Result<(), ArchiveError> {
-        self.entries += 1;
-        if self.entries > self.limits.max_entries {
-            return Err(ArchiveError::Limit {
-                what: "entry count".into(),
-                limit: self.limits.max_entries,
-                flag: "--archive-max-entries",
-            });
-        }
-        Ok(())
-    }
-
     /// Reads an entry's contents to the end, counting them against the limits.
     fn read_contents(&mut self, data: &mut dyn Read) -> Result<(), ArchiveError> {
         let mut buf = vec![0u8; COPY_BUF];
@@ -82,23 +61,7 @@ impl Walk<'_> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(corrupt(e)),
             };
-            let total = self.bytes.saturating_add(n);
-            if total > self.limits.max_bytes {
-                return Err(ArchiveError::Limit {
-                    what: "unpacked size in bytes".into(),
-                    limit: self.limits.max_bytes,
-                    flag: "--archive-max-bytes",
-                });
-            }
-            if total > RATIO_FLOOR && total > self.limits.max_ratio.saturating_mul(self.archive_len)
-            {
-                return Err(ArchiveError::Limit {
-                    what: "compression ratio (bytes written per archive byte)".into(),
-                    limit: self.limits.max_ratio,
-                    flag: "--archive-max-ratio",
-                });
-            }
-            self.bytes = total;
+            self.budget.add_bytes(n)?;
         }
     }
 
@@ -137,7 +100,7 @@ impl Walk<'_> {
     }
 
     fn dir(&mut self, name: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let Some(rel) = enclosed_name(name).map_err(|r| refused(name, r))? else {
             return Ok(());
         };
@@ -152,7 +115,7 @@ impl Walk<'_> {
     }
 
     fn file(&mut self, name: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a file named like the unpack directory"))?;
@@ -160,7 +123,7 @@ impl Walk<'_> {
     }
 
     fn symlink(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a symlink named like the unpack directory"))?;
@@ -169,7 +132,7 @@ impl Walk<'_> {
     }
 
     fn hard_link(&mut self, name: &[u8], target: &[u8]) -> Result<(), ArchiveError> {
-        self.count_entry()?;
+        self.budget.count_entry()?;
         let rel = enclosed_name(name)
             .map_err(|r| refused(name, r))?
             .ok_or_else(|| refused(name, "is a hard link named like the unpack directory"))?;
@@ -188,7 +151,7 @@ impl Walk<'_> {
 
 impl super::Entries for Walk<'_> {
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
-        Walk::count_entry(self)
+        self.budget.count_entry()
     }
     fn dir(&mut self, name: &[u8], _mode: Option<u32>) -> Result<(), ArchiveError> {
         Walk::dir(self, name)
