@@ -26,6 +26,15 @@ fn progress_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// An `http://` or `https://` URL.
+fn http_url(s: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(s).map_err(|e| format!("'{s}' is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(format!("'{s}' is not an http:// or https:// URL"));
+    }
+    Ok(url)
+}
+
 /// A duration that must be more than zero (timeouts, intervals, deadlines)
 /// and at most [`crate::duration::MAX`].
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
@@ -135,8 +144,9 @@ pub struct ServeArgs {
     #[arg(long, env = env::STAGE_LISTEN, default_value = "0.0.0.0:10000", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
 
-    /// Directory holding the bundles (created 0700 if missing).
-    #[arg(long, env = env::STAGE_STORE, default_value = "/var/lib/spark-localizer/staging", value_name = "DIR")]
+    /// Where bundles live: a directory (created 0700 if missing), or an S3 bucket and
+    /// key prefix, s3://bucket/prefix (or s3a://), shared by several replicas.
+    #[arg(long, env = env::STAGE_STORE, default_value = "/var/lib/spark-localizer/staging", value_name = "DIR|s3://BUCKET/PREFIX")]
     pub store: PathBuf,
 
     /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
@@ -158,6 +168,32 @@ pub struct ServeArgs {
     /// Delete any bundle this long after its upload.
     #[arg(long, env = env::STAGE_MAX_TTL, default_value = "168h", value_parser = positive_duration, value_name = "DURATION")]
     pub max_ttl: Duration,
+
+    /// How often to ask the Kubernetes API whether the owner pods of downloaded
+    /// bundles still exist (a bundle whose owner pods are gone is deleted).
+    #[arg(long, env = env::STAGE_OWNER_CHECK_INTERVAL, default_value = "1m", value_parser = positive_duration, value_name = "DURATION")]
+    pub owner_check_interval: Duration,
+
+    /// The Kubernetes API server for owner checks [default: in a pod,
+    /// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; elsewhere owner checks are off].
+    #[arg(long, env = env::STAGE_KUBE_API, value_parser = http_url, value_name = "URL")]
+    pub kube_api: Option<url::Url>,
+
+    /// Bearer token for the Kubernetes API, re-read before every check
+    /// [default: /var/run/secrets/kubernetes.io/serviceaccount/token].
+    #[arg(long, env = env::STAGE_KUBE_TOKEN_FILE, value_name = "PATH")]
+    pub kube_token_file: Option<PathBuf>,
+
+    /// CA certificate(s) the Kubernetes API's certificate must chain to (PEM)
+    /// [default: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt].
+    #[arg(long, env = env::STAGE_KUBE_CA_CERT, value_name = "PEM")]
+    pub kube_ca_cert: Option<PathBuf>,
+
+    /// With --store s3://…: a mounted Secret with the bucket's keys (files access-key,
+    /// secret-key, optional session-token), re-read on every request [default: AWS_*,
+    /// IRSA, Pod Identity or instance metadata, as for fetch].
+    #[arg(long, env = env::STAGE_S3_CREDENTIALS_DIR, value_name = "DIR")]
+    pub s3_credentials_dir: Option<PathBuf>,
 }
 
 /// Inputs shared by `fetch` and `check`.

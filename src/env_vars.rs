@@ -40,6 +40,11 @@ pub const STAGE_TLS_KEY: &str = "SPARK_LOCALIZER_STAGE_TLS_KEY";
 pub const STAGE_MAX_UPLOAD_BYTES: &str = "SPARK_LOCALIZER_STAGE_MAX_UPLOAD_BYTES";
 pub const STAGE_UNUSED_TTL: &str = "SPARK_LOCALIZER_STAGE_UNUSED_TTL";
 pub const STAGE_MAX_TTL: &str = "SPARK_LOCALIZER_STAGE_MAX_TTL";
+pub const STAGE_S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_STAGE_S3_CREDENTIALS_DIR";
+pub const STAGE_OWNER_CHECK_INTERVAL: &str = "SPARK_LOCALIZER_STAGE_OWNER_CHECK_INTERVAL";
+pub const STAGE_KUBE_API: &str = "SPARK_LOCALIZER_STAGE_KUBE_API";
+pub const STAGE_KUBE_TOKEN_FILE: &str = "SPARK_LOCALIZER_STAGE_KUBE_TOKEN_FILE";
+pub const STAGE_KUBE_CA_CERT: &str = "SPARK_LOCALIZER_STAGE_KUBE_CA_CERT";
 // `stage upload`.
 pub const STAGE_SERVER: &str = "SPARK_LOCALIZER_STAGE_SERVER";
 pub const STAGE_CA_CERT: &str = "SPARK_LOCALIZER_STAGE_CA_CERT";
@@ -49,6 +54,9 @@ pub const STAGE_SECRET_MANIFEST: &str = "SPARK_LOCALIZER_STAGE_SECRET_MANIFEST";
 pub const STAGE_KIND: &str = "SPARK_LOCALIZER_STAGE_KIND";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+/// Set by the kubelet in every pod: the API server's address (`stage serve` owner checks).
+pub const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
+pub const KUBERNETES_SERVICE_PORT: &str = "KUBERNETES_SERVICE_PORT";
 /// Tracing filter override (e.g. `spark_localizer=debug`).
 pub const LOG: &str = "SPARK_LOCALIZER_LOG";
 

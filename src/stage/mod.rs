@@ -6,16 +6,20 @@
 //! in constant time; uploads stream to disk, are checked against the archive rules
 //! of [`crate::archive`] and are committed atomically ([`store`]); size limits;
 //! expiry of never-downloaded bundles (`--unused-ttl`) and of all bundles
-//! (`--max-ttl`); `DELETE`, `HEAD` and `Range`; `/healthz` and `/metrics`; TLS from
-//! PEM files. Not yet: expiry when the owner pods are gone (Kubernetes API) and an
-//! object-store backend; [`store::Store`] is the seam for the latter.
+//! (`--max-ttl`) and of downloaded bundles whose owner pods are gone ([`owners`],
+//! Kubernetes API); `DELETE`, `HEAD` and `Range`; `/healthz` and `/metrics`; TLS from
+//! PEM files. Bundles live in a local directory ([`store::LocalStore`]) or in an S3
+//! bucket shared by several replicas ([`store_s3::S3Store`], `--store s3://…`),
+//! both behind [`store::Store`].
 //!
 //! `stage upload` ([`upload`]) is the client: it streams local files to a server as
 //! one flat tar.gz bundle and prints the id and secret (or a Secret manifest).
 
 pub mod api;
+pub mod owners;
 pub mod server;
 pub mod store;
+pub mod store_s3;
 pub mod upload;
 
 pub use server::serve;

@@ -47,10 +47,15 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
+use super::owners::OwnerChecker;
 use super::store::{BundleMeta, LocalStore, Store, META_VERSION};
+use super::store_s3::{OpenError, S3Store, StoreLocation};
 use crate::archive::{self, Limits};
 use crate::cli::ServeArgs;
+use crate::config::Origin;
 use crate::exit::ExitCode;
+use crate::redact::error_chain;
+use crate::source::s3::settings::S3Settings;
 
 /// Largest owner JSON part.
 const OWNER_MAX_BYTES: usize = 64 * 1024;
@@ -95,7 +100,8 @@ async fn start(args: &ServeArgs) -> Result<(), Failure> {
         (Some(cert), Some(key)) => Some(tls_config(cert, key).map_err(config_error)?),
         _ => None,
     };
-    let store = open_store(&args.store).await?;
+    let owners = OwnerChecker::from_args(args).map_err(|e| config_error(error_chain(&e)))?;
+    let store = open_store(args).await?;
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| config_error(format!("--listen {}: cannot listen: {e}", args.listen)))?;
@@ -105,12 +111,13 @@ async fn start(args: &ServeArgs) -> Result<(), Failure> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     announce(&format!("listening on {scheme}://{addr}"));
     let state = Arc::new(AppState {
-        store: Arc::new(store),
+        store,
         metrics: Metrics::default(),
         policy: Policy {
             unused_ttl: args.unused_ttl,
             max_ttl: args.max_ttl,
         },
+        owners,
         max_upload: args.max_upload_bytes,
         limits: Limits::default(),
         rng: rustls::crypto::aws_lc_rs::default_provider().secure_random,
@@ -124,6 +131,7 @@ async fn start(args: &ServeArgs) -> Result<(), Failure> {
         args.max_ttl
     );
     let sweeper = tokio::spawn(sweeper(state.clone()));
+    let store = state.store.clone();
     accept_loop(
         listener,
         tls.map(tokio_rustls::TlsAcceptor::from),
@@ -131,6 +139,7 @@ async fn start(args: &ServeArgs) -> Result<(), Failure> {
     )
     .await;
     sweeper.abort();
+    store.close();
     info!("staging server stopped");
     Ok(())
 }
@@ -143,18 +152,51 @@ fn announce(line: &str) {
     let _ = out.flush();
 }
 
-async fn open_store(root: &Path) -> Result<LocalStore, Failure> {
-    let dir = root.to_path_buf();
+/// Opens `--store`: a directory, or a bucket (`s3://`, `s3a://`). A store that
+/// cannot be used is exit 6, a `--store` or S3 setting that cannot work exit 2.
+async fn open_store(args: &ServeArgs) -> Result<Arc<dyn Store>, Failure> {
+    let failure = |code, message| Failure { code, message };
+    let root = match StoreLocation::parse(&args.store) {
+        Ok(StoreLocation::Dir(root)) => root,
+        Ok(StoreLocation::Bucket(bucket)) => {
+            let settings = S3Settings::new(s3_credentials_dir(args), None);
+            return match S3Store::open(bucket, &settings).await {
+                Ok(store) => Ok(Arc::new(store)),
+                Err(e @ OpenError::Config(_)) => Err(failure(ExitCode::Config, e.to_string())),
+                Err(e @ OpenError::Unusable(_)) => Err(failure(ExitCode::LocalIo, e.to_string())),
+            };
+        }
+        Err(why) => {
+            let shown = crate::redact::redact_url(&args.store.to_string_lossy());
+            return Err(failure(ExitCode::Config, format!("--store {shown}: {why}")));
+        }
+    };
+    let dir = root.clone();
     let opened = tokio::task::spawn_blocking(move || LocalStore::open(&dir)).await;
-    let failure = |message| Failure {
-        code: ExitCode::LocalIo,
-        message,
+    let local_io = |e: &dyn std::fmt::Display| {
+        failure(
+            ExitCode::LocalIo,
+            format!("--store {}: {e}", root.display()),
+        )
     };
     match opened {
-        Ok(Ok(store)) => Ok(store),
-        Ok(Err(e)) => Err(failure(format!("--store {}: {e}", root.display()))),
-        Err(e) => Err(failure(format!("--store {}: {e}", root.display()))),
+        Ok(Ok(store)) => Ok(Arc::new(store)),
+        Ok(Err(e)) => Err(local_io(&e)),
+        Err(e) => Err(local_io(&e)),
     }
+}
+
+/// `--s3-credentials-dir` of `stage serve` and where it came from.
+fn s3_credentials_dir(args: &ServeArgs) -> Option<(PathBuf, Origin)> {
+    let dir = args.s3_credentials_dir.clone()?;
+    let from_env = std::env::var_os(crate::env_vars::STAGE_S3_CREDENTIALS_DIR)
+        .is_some_and(|v| Path::new(&v) == dir);
+    let origin = if from_env {
+        Origin::Env(crate::env_vars::STAGE_S3_CREDENTIALS_DIR)
+    } else {
+        Origin::Flag("s3-credentials-dir")
+    };
+    Some((dir, origin))
 }
 
 /// A rustls server configuration from PEM files (HTTP/1.1 over ALPN).
@@ -268,6 +310,8 @@ struct AppState {
     store: Arc<dyn Store>,
     metrics: Metrics,
     policy: Policy,
+    /// Owner checks against the Kubernetes API; `None` when off.
+    owners: Option<Arc<OwnerChecker>>,
     max_upload: u64,
     limits: Limits,
     rng: &'static dyn SecureRandom,
@@ -878,11 +922,49 @@ impl Policy {
     }
 }
 
+/// Runs the TTL sweep every [`Policy::sweep_interval`] and, when on, the owner
+/// check every `--owner-check-interval`, one at a time.
 async fn sweeper(st: Arc<AppState>) {
-    let interval = st.policy.sweep_interval();
+    use tokio::time::{interval, MissedTickBehavior};
+    let mut ttl = interval(st.policy.sweep_interval());
+    ttl.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut owner_tick = st.owners.as_ref().map(|owners| {
+        let mut tick = interval(owners.interval());
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tick
+    });
     loop {
-        sweep(&st).await;
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            _ = ttl.tick() => sweep(&st).await,
+            _ = async { owner_tick.as_mut().expect("guarded").tick().await }, if owner_tick.is_some() => {
+                check_owners(&st).await;
+            }
+        }
+    }
+}
+
+/// Expires the downloaded bundles whose owner pods are gone.
+async fn check_owners(st: &AppState) {
+    let Some(owners) = &st.owners else {
+        return;
+    };
+    let all = match st.store.list().await {
+        Ok(all) => all,
+        Err(e) => {
+            warn!("cannot list the store for the owner check: {e}");
+            return;
+        }
+    };
+    let outcome = owners.check(all, now_ms()).await;
+    let metrics = &st.metrics;
+    metrics
+        .owner_checks
+        .fetch_add(outcome.queries, Ordering::Relaxed);
+    metrics
+        .owner_check_errors
+        .fetch_add(outcome.errors, Ordering::Relaxed);
+    for (meta, why) in outcome.gone {
+        expire(st, &meta, &why).await;
     }
 }
 
@@ -929,6 +1011,8 @@ struct Metrics {
     download_bytes: AtomicU64,
     expirations: AtomicU64,
     auth_failures: AtomicU64,
+    owner_checks: AtomicU64,
+    owner_check_errors: AtomicU64,
 }
 
 impl Metrics {
@@ -960,6 +1044,16 @@ impl Metrics {
                 "auth_failures_total",
                 "Requests refused for a missing or wrong secret.",
                 &self.auth_failures,
+            ),
+            (
+                "owner_checks_total",
+                "Owner queries (pods lists) sent to the Kubernetes API.",
+                &self.owner_checks,
+            ),
+            (
+                "owner_check_errors_total",
+                "Owner checks that failed (token, transport, refused or malformed answer); nothing is deleted for them.",
+                &self.owner_check_errors,
             ),
         ];
         let mut out = String::new();

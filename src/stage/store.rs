@@ -1,9 +1,10 @@
 //! Where staged bundles live: the [`Store`] trait and its local-directory backend.
 //!
 //! The server spools an upload into [`Store::spool_dir`], validates it, then hands
-//! it to [`Store::commit`]; nothing is visible before the commit. An object-store
-//! backend (several replicas behind one Service) implements the same trait: it
-//! spools locally and uploads on commit, and answers [`Store::meta`] from the bucket.
+//! it to [`Store::commit`]; nothing is visible before the commit. The object-store
+//! backend, [`super::store_s3::S3Store`] (`--store s3://bucket/prefix`, several
+//! replicas behind one Service), implements the same trait: it spools locally,
+//! uploads on commit, and answers [`Store::meta`] from the bucket.
 //!
 //! [`LocalStore`] layout under `--store DIR`:
 //!
@@ -35,8 +36,10 @@ use super::api::{is_resource_id, ResourceOwner};
 /// Version of `meta.json`.
 pub const META_VERSION: u32 = 1;
 
-const BUNDLE_FILE: &str = "bundle.tar.gz";
-const META_FILE: &str = "meta.json";
+/// A bundle's bytes, next to its [`META_FILE`] (in every store).
+pub(super) const BUNDLE_FILE: &str = "bundle.tar.gz";
+/// A bundle's [`BundleMeta`] as JSON.
+pub(super) const META_FILE: &str = "meta.json";
 const META_TMP: &str = "meta.json.tmp";
 
 /// What is known about one committed bundle.
@@ -76,6 +79,9 @@ pub trait Store: Send + Sync {
     async fn mark_downloaded(&self, id: &str, at_ms: u64) -> io::Result<()>;
     /// Removes the bundle; false if it was not there.
     async fn delete(&self, id: &str) -> io::Result<bool>;
+    /// Releases what the store keeps on local disk for this process only, at
+    /// shutdown (the S3 store's spool directory).
+    fn close(&self) {}
 }
 
 /// Bundles in a local directory, indexed in memory (loaded at start). Its file

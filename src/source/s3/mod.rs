@@ -145,11 +145,24 @@ impl S3Source {
 /// The bucket's store, its credentials checked before use (a value that cannot
 /// go into a header would make object_store panic).
 fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3> {
-    let plain = configure(c, client)?.build()?;
+    build_retrying(c, client, None)
+}
+
+/// [`build`], with object_store's own retries when `retry` is given.
+fn build_retrying(
+    c: &BucketConfig,
+    client: &reqwest::Client,
+    retry: Option<&RetryConfig>,
+) -> object_store::Result<AmazonS3> {
+    let configured = || {
+        configure(c, client).map(|b| match retry {
+            Some(r) => b.with_retry(r.clone()),
+            None => b,
+        })
+    };
+    let plain = configured()?.build()?;
     let checked = Checked(plain.credentials().clone());
-    configure(c, client)?
-        .with_credentials(Arc::new(checked))
-        .build()
+    configured()?.with_credentials(Arc::new(checked)).build()
 }
 
 /// A credential that cannot be sent (a control character in the key id or token).
@@ -609,6 +622,56 @@ fn find_cause<'a, T: std::error::Error + 'static>(
         current = e.source();
     }
     None
+}
+
+/// One bucket for the staging server's object-store backend (`stage serve --store
+/// s3://…`), configured exactly as the S3 source configures a bucket (credentials,
+/// endpoint, region, addressing from [`S3Settings`]), but with object_store's own
+/// retries on: no engine above it retries.
+pub(crate) struct StoreBucket(Bucket);
+
+impl StoreBucket {
+    /// Resolves `bucket` and builds its client; otherwise every problem found.
+    pub(crate) fn new(
+        settings: &S3Settings,
+        client: &reqwest::Client,
+        bucket: &str,
+        retry: &RetryConfig,
+    ) -> Result<StoreBucket, Vec<String>> {
+        let config = settings.resolve(bucket)?;
+        let store = build_retrying(&config, client, Some(retry)).map_err(|e| {
+            vec![format!(
+                "bucket '{bucket}': {}",
+                crate::redact::error_chain(&e)
+            )]
+        })?;
+        Ok(StoreBucket(Bucket { store, config }))
+    }
+
+    /// The bucket's client.
+    pub(crate) fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(self.0.store.clone())
+    }
+
+    /// Where the bucket is and how requests to it are signed (names, never values).
+    pub(crate) fn describe(&self) -> String {
+        let c = &self.0.config;
+        format!(
+            "endpoint {}, region {}, credentials from {}",
+            c.shown_endpoint, c.region, c.credential_source
+        )
+    }
+
+    /// Gets the credentials once, so that a broken credential source is reported
+    /// as such rather than as the endpoint's refusal.
+    pub(crate) async fn check_credentials(&self, uri: &Url) -> Result<(), SourceError> {
+        credentials(&self.0, uri).await
+    }
+
+    /// What `err`, met on `uri`, means, worded as `fetch` words it (redacted).
+    pub(crate) fn explain(&self, uri: &Url, err: object_store::Error) -> SourceError {
+        classify(&self.0, uri, err)
+    }
 }
 
 #[cfg(test)]
