@@ -214,6 +214,27 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
         );
         any = true;
     }
+    if let (Some(base), Some(uri)) = (sources.staging().base(), &s.staging.uri) {
+        let _ = writeln!(
+            out,
+            "  staging server   {}  ({})",
+            crate::redact::redact_url(base.as_str()),
+            uri.origin
+        );
+        for ca in sources.staging().ca_files() {
+            let _ = writeln!(out, "    trusted CA     {}", ca.display());
+        }
+        for b in sources.staging().bundles() {
+            let _ = writeln!(
+                out,
+                "    {:<14} secret from {}  ({})",
+                b.shown.trim_start_matches("staging://"),
+                b.secret_file.display(),
+                b.secret_origin
+            );
+        }
+        any = true;
+    }
     if !any {
         let _ = writeln!(out, "  none found");
     }
@@ -222,6 +243,9 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
     let _ = writeln!(out, "plan ({n} artifact{}):", if n == 1 { "" } else { "s" });
     for (i, a) in plan.artifacts.iter().enumerate() {
         let dest = match &a.target {
+            Target::Fetch { .. } if a.is_bundle() => {
+                format!("{}/ (the bundle's files)", a.visible().display())
+            }
             Target::Fetch { .. } if a.unpack.is_some() => {
                 format!("{} (unpacked)", a.visible().display())
             }

@@ -128,12 +128,21 @@ pub struct UploadArgs {
     #[arg(long, env = env::STAGE_SECRET_MANIFEST, value_name = "NAME")]
     pub secret_manifest: Option<String>,
 
-    /// Whether the bundle holds the application's jars or its files.
+    /// Whether the bundle of FILES holds the application's jars or its files.
     #[arg(long, value_enum, env = env::STAGE_KIND, default_value_t = StageKind::Jars)]
     pub kind: StageKind,
 
-    /// The regular files to bundle; each goes in flat, under its file name.
-    #[arg(required = true, value_name = "FILES")]
+    /// Upload these as the jars bundle (comma-separated, repeatable); with --files, both
+    /// bundles in one run (one Secret with both keys).
+    #[arg(long, value_name = "PATHS", action = ArgAction::Append, value_delimiter = ',', conflicts_with_all = ["files", "kind"])]
+    pub jars: Vec<PathBuf>,
+
+    /// Upload these as the files bundle (comma-separated, repeatable).
+    #[arg(long = "files", id = "files_bundle", value_name = "PATHS", action = ArgAction::Append, value_delimiter = ',', conflicts_with_all = ["files", "kind"])]
+    pub files_bundle: Vec<PathBuf>,
+
+    /// The regular files to bundle (one bundle of --kind); each goes in flat, under its file name.
+    #[arg(required_unless_present_any = ["jars", "files_bundle"], value_name = "FILES")]
     pub files: Vec<PathBuf>,
 }
 
@@ -288,6 +297,36 @@ pub struct FetchArgs {
     #[arg(long, env = env::S3_CREDENTIALS_DIR, value_name = "DIR")]
     pub s3_credentials_dir: Option<PathBuf>,
 
+    /// The resource staging server, for staging bundles (`--staging-jars-id`, `staging://ID`)
+    /// [default: spark.kubernetes.resourceStagingServer.internal.uri, else …resourceStagingServer.uri].
+    #[arg(long, env = env::STAGING_URI, value_name = "URL")]
+    pub staging_uri: Option<String>,
+
+    /// Resource id of a staged jars bundle: unpacked into --jars-dir, its jars on the
+    /// classpath [default: spark.kubernetes.initcontainer.downloadJarsResourceIdentifier].
+    #[arg(long, env = env::STAGING_JARS_ID, value_name = "ID")]
+    pub staging_jars_id: Option<String>,
+
+    /// Resource id of a staged files bundle, unpacked into --files-dir
+    /// [default: spark.kubernetes.initcontainer.downloadFilesResourceIdentifier].
+    #[arg(long, env = env::STAGING_FILES_ID, value_name = "ID")]
+    pub staging_files_id: Option<String>,
+
+    /// File holding the jars bundle's secret [default: …initcontainer.downloadJarsSecretLocation,
+    /// else /mnt/secrets/spark-init/downloadSubmittedJarsSecret].
+    #[arg(long, env = env::STAGING_JARS_SECRET_FILE, value_name = "PATH")]
+    pub staging_jars_secret_file: Option<PathBuf>,
+
+    /// File holding the files bundle's secret [default: …initcontainer.downloadFilesSecretLocation,
+    /// else /mnt/secrets/spark-init/downloadSubmittedFilesSecret].
+    #[arg(long, env = env::STAGING_FILES_SECRET_FILE, value_name = "PATH")]
+    pub staging_files_secret_file: Option<PathBuf>,
+
+    /// Extra CA certificates trusted for the staging server only (PEM; repeatable)
+    /// [default: spark.ssl.kubernetes.resourceStagingServer.internal.clientCertPem, else …clientCertPem].
+    #[arg(long, env = env::STAGING_CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
+    pub staging_ca_cert: Vec<PathBuf>,
+
     /// fsync each file before publishing it (a restarted run re-verifies files anyway).
     #[arg(long, env = env::FSYNC, value_parser = BoolishValueParser::new())]
     pub fsync: bool,
@@ -346,7 +385,7 @@ impl ArgOrigins {
     pub fn origin(&self, id: &'static str, env_name: &'static str) -> crate::config::Origin {
         use crate::config::Origin;
         match self.0.get(id) {
-            Some(clap::parser::ValueSource::CommandLine) => Origin::Flag(flag_name(id)),
+            Some(clap::parser::ValueSource::CommandLine) => Origin::Flag(id),
             Some(clap::parser::ValueSource::EnvVariable) => Origin::Env(env_name),
             _ => Origin::Default,
         }
@@ -405,31 +444,4 @@ where
         .map(|(_, sub)| ArgOrigins::from_matches(sub))
         .unwrap_or_default();
     Ok((cli, origins))
-}
-
-/// The flag of a clap id (`jars_dir` -> `jars-dir`), for messages.
-pub fn flag_name(id: &'static str) -> &'static str {
-    match id {
-        "jars_dir" => "jars-dir",
-        "files_dir" => "files-dir",
-        "ca_cert" => "ca-cert",
-        "retry_delay" => "retry-delay",
-        "stall_timeout" => "stall-timeout",
-        "connect_timeout" => "connect-timeout",
-        "classpath_file" => "classpath-file",
-        "env_file" => "env-file",
-        "termination_log" => "termination-log",
-        "http_header_file" => "http-header-file",
-        "properties_file" => "properties-file",
-        "no_progress" => "no-progress",
-        "s3_credentials_dir" => "s3-credentials-dir",
-        "hadoop_conf_dir" => "hadoop-conf-dir",
-        "progress_interval" => "progress-interval",
-        "tls_cert" => "tls-cert",
-        "tls_key" => "tls-key",
-        "max_upload_bytes" => "max-upload-bytes",
-        "unused_ttl" => "unused-ttl",
-        "max_ttl" => "max-ttl",
-        other => other,
-    }
 }

@@ -30,12 +30,28 @@ pub mod keys {
     pub const JARS_DIR: &str = "spark.kubernetes.mountdependencies.jarsDownloadDir";
     pub const FILES_DIR: &str = "spark.kubernetes.mountdependencies.filesDownloadDir";
     pub const MOUNT_TIMEOUT: &str = "spark.kubernetes.mountdependencies.mountTimeout";
+    pub const STAGING_URI: &[&str] = &[
+        "spark.kubernetes.resourceStagingServer.internal.uri",
+        "spark.kubernetes.resourceStagingServer.uri",
+    ];
+    pub const STAGING_JARS_ID: &str =
+        "spark.kubernetes.initcontainer.downloadJarsResourceIdentifier";
+    pub const STAGING_FILES_ID: &str =
+        "spark.kubernetes.initcontainer.downloadFilesResourceIdentifier";
+    pub const STAGING_JARS_SECRET: &str =
+        "spark.kubernetes.initcontainer.downloadJarsSecretLocation";
+    pub const STAGING_FILES_SECRET: &str =
+        "spark.kubernetes.initcontainer.downloadFilesSecretLocation";
+    pub const STAGING_CA_PEM: &[&str] = &[
+        "spark.ssl.kubernetes.resourceStagingServer.internal.clientCertPem",
+        "spark.ssl.kubernetes.resourceStagingServer.clientCertPem",
+    ];
 }
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// A command-line flag (its name without dashes).
+    /// A command-line flag (clap's id: its long name with `_` for `-`).
     Flag(&'static str),
     /// An environment variable.
     Env(&'static str),
@@ -48,7 +64,8 @@ pub enum Origin {
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Origin::Flag(name) => write!(f, "--{name}"),
+            // Flags are spelled with dashes where clap's ids have underscores.
+            Origin::Flag(name) => write!(f, "--{}", name.replace('_', "-")),
             Origin::Env(name) => f.write_str(name),
             Origin::Properties { path, key } => write!(f, "{key} in {}", path.display()),
             Origin::Default => f.write_str("default"),
@@ -102,8 +119,21 @@ pub struct Settings {
     pub hadoop_conf_dir: Option<(PathBuf, String)>,
     /// The properties file, parsed (for `spark.hadoop.*` keys).
     pub properties: Option<Properties>,
+    /// The resource staging server and the bundles' secret files.
+    pub staging: StagingSettings,
     /// Every configuration problem found while resolving (reported together).
     pub problems: Vec<ConfigError>,
+}
+
+/// Where staging bundles come from and the files holding their secrets.
+#[derive(Debug, Clone)]
+pub struct StagingSettings {
+    /// The server's base URL (http or https).
+    pub uri: Option<Sourced<url::Url>>,
+    pub jars_secret: Sourced<PathBuf>,
+    pub files_secret: Sourced<PathBuf>,
+    /// CA files trusted for the staging server (besides the usual roots and --ca-cert).
+    pub ca_files: Vec<CaFile>,
 }
 
 /// A configuration problem; always found before any network traffic (exit code 2).
@@ -165,8 +195,34 @@ impl Settings {
             }
             out
         };
-        let jars = uri_list(&args.jars, "jars", env::JARS, keys::JARS);
-        let files = uri_list(&args.files, "files", env::FILES, keys::FILES);
+        let mut jars = uri_list(&args.jars, "jars", env::JARS, keys::JARS);
+        let mut files = uri_list(&args.files, "files", env::FILES, keys::FILES);
+        // Staging bundles join their kind's list as `staging://<id>`, after the URIs.
+        let staged = [
+            (
+                &args.staging_jars_id,
+                "staging_jars_id",
+                env::STAGING_JARS_ID,
+                keys::STAGING_JARS_ID,
+                &mut jars,
+            ),
+            (
+                &args.staging_files_id,
+                "staging_files_id",
+                env::STAGING_FILES_ID,
+                keys::STAGING_FILES_ID,
+                &mut files,
+            ),
+        ];
+        for (flag, id, env_name, key, list) in staged {
+            let declared = match flag {
+                Some(value) => Some((value.trim().to_owned(), origin_of(id, env_name))),
+                None => from_props(key).map(|v| (v.value, v.origin)),
+            };
+            if let Some((value, origin)) = declared.filter(|(v, _)| !v.is_empty()) {
+                push_uris(list, &format!("staging://{value}"), &origin);
+            }
+        }
         let archives = uri_list(&args.archives, "archives", env::ARCHIVES, keys::ARCHIVES);
 
         let dir = |flag: &Option<PathBuf>, id: &'static str, env_name, key: &str, default: &str| {
@@ -314,6 +370,7 @@ impl Settings {
             }),
             properties.as_ref(),
         );
+        let staging = staging_settings(args, origins, &from_props, &mut problems);
         let in_jars_dir = |name: &str| jars_dir.value.join(name);
         let termination_log = termination_log(args.termination_log.as_deref());
         Settings {
@@ -360,8 +417,122 @@ impl Settings {
                 (dir, origin)
             }),
             properties,
+            staging,
         }
     }
+}
+
+/// The staging server's URL, the secret files and the staging CA files.
+fn staging_settings(
+    args: &FetchArgs,
+    origins: &ArgOrigins,
+    from_props: &dyn Fn(&str) -> Option<Sourced<String>>,
+    problems: &mut Vec<ConfigError>,
+) -> StagingSettings {
+    use crate::source::staging::{DEFAULT_SECRET_DIR, FILES_SECRET_KEY, JARS_SECRET_KEY};
+    let declared = match &args.staging_uri {
+        Some(value) => Some(Sourced {
+            value: value.trim().to_owned(),
+            origin: origins.origin("staging_uri", env::STAGING_URI),
+        }),
+        None => keys::STAGING_URI.iter().find_map(|key| from_props(key)),
+    };
+    let uri = declared.and_then(|d| match parse_staging_uri(&d.value) {
+        Ok(value) => Some(Sourced {
+            value,
+            origin: d.origin,
+        }),
+        Err(reason) => {
+            problems.push(ConfigError::Invalid {
+                what: d.origin.to_string(),
+                reason,
+            });
+            None
+        }
+    });
+    let secret = |flag: &Option<PathBuf>, id: &'static str, env_name, key: &str, file: &str| {
+        if let Some(path) = flag {
+            return Sourced {
+                value: path.clone(),
+                origin: origins.origin(id, env_name),
+            };
+        }
+        from_props(key)
+            .map(|v| Sourced {
+                value: PathBuf::from(v.value),
+                origin: v.origin,
+            })
+            .unwrap_or_else(|| Sourced {
+                value: Path::new(DEFAULT_SECRET_DIR).join(file),
+                origin: Origin::Default,
+            })
+    };
+    let jars_secret = secret(
+        &args.staging_jars_secret_file,
+        "staging_jars_secret_file",
+        env::STAGING_JARS_SECRET_FILE,
+        keys::STAGING_JARS_SECRET,
+        JARS_SECRET_KEY,
+    );
+    let files_secret = secret(
+        &args.staging_files_secret_file,
+        "staging_files_secret_file",
+        env::STAGING_FILES_SECRET_FILE,
+        keys::STAGING_FILES_SECRET,
+        FILES_SECRET_KEY,
+    );
+    let ca_files = if args.staging_ca_cert.is_empty() {
+        keys::STAGING_CA_PEM
+            .iter()
+            .find_map(|key| from_props(key))
+            .map(|v| {
+                vec![CaFile {
+                    path: PathBuf::from(v.value),
+                    origin: v.origin.to_string(),
+                }]
+            })
+            .unwrap_or_default()
+    } else {
+        let origin = origins
+            .origin("staging_ca_cert", env::STAGING_CA_CERT)
+            .to_string();
+        args.staging_ca_cert
+            .iter()
+            .map(|path| CaFile {
+                path: path.clone(),
+                origin: origin.clone(),
+            })
+            .collect()
+    };
+    StagingSettings {
+        uri,
+        jars_secret,
+        files_secret,
+        ca_files,
+    }
+}
+
+/// A staging server URL: http(s), a host, no credentials, query or fragment.
+fn parse_staging_uri(value: &str) -> Result<url::Url, String> {
+    let shown = crate::redact::redact_url(value);
+    let url = url::Url::parse(value)
+        .map_err(|e| format!("{shown} is not a URL ({e}); e.g. http://spark-staging:10000"))?;
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(format!(
+            "{shown} is not an http:// or https:// URL with a host; e.g. http://spark-staging:10000"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{shown} carries credentials; the staging server takes each bundle's secret from its secret file"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "{shown} has a query or fragment; give the server's base URL"
+        ));
+    }
+    Ok(url)
 }
 
 /// The termination-message file: the one given, else `/dev/termination-log` when

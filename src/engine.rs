@@ -331,7 +331,7 @@ pub async fn run(
                 .as_ref()
                 .filter(|o| o.failure.is_none())
                 .and_then(|o| o.sha256.clone());
-            let job = a.unpack.as_ref().and(sha).map(|sha| {
+            let job = a.unpack.as_ref().filter(|u| !u.flat).and(sha).map(|sha| {
                 let artifact = a.clone();
                 let limits = opts.archive_limits;
                 async move {
@@ -346,10 +346,51 @@ pub async fn run(
         })
         .buffer_unordered(opts.parallelism)
         .collect::<Vec<_>>();
+    // Staging bundles after the archives, one at a time: their files land among
+    // the other artifacts' names, which they may not take (nor each other's).
+    let bundles: Vec<(usize, String)> = plan
+        .artifacts
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.is_bundle())
+        .filter_map(|(i, _)| {
+            let o = outcomes[i].as_ref().filter(|o| o.failure.is_none())?;
+            Some((i, o.sha256.clone()?))
+        })
+        .collect();
+    let publish_bundles = async {
+        let mut claims = claims(plan);
+        let mut results = Vec::new();
+        for (i, sha) in bundles {
+            let artifact = plan.artifacts[i].clone();
+            let limits = opts.archive_limits;
+            let done = tokio::task::spawn_blocking(move || {
+                let published = extract::publish_bundle(&artifact, &sha, &limits, &mut claims);
+                (published, claims)
+            })
+            .await;
+            match done {
+                Ok((published, back)) => {
+                    claims = back;
+                    results.push((i, Ok(published)));
+                }
+                Err(e) => {
+                    results.push((i, Err(e)));
+                    break;
+                }
+            }
+        }
+        results
+    };
+    let all = async {
+        let mut results = unpacks.await;
+        results.extend(publish_bundles.await);
+        results
+    };
     let unpacked = tokio::select! {
         biased;
         () = cancelled(&opts.cancel) => Err(Stop::Interrupted),
-        done = timeout_at(opts.deadline, unpacks) => done.map_err(|_| Stop::Deadline),
+        done = timeout_at(opts.deadline, all) => done.map_err(|_| Stop::Deadline),
     };
     match unpacked {
         Ok(results) => {
@@ -374,7 +415,14 @@ pub async fn run(
         }
         Err(stop) => {
             for (i, a) in plan.artifacts.iter().enumerate() {
-                if a.unpack.is_some() && !a.visible().is_dir() {
+                let published = match (&a.unpack, &outcomes[i]) {
+                    (Some(u), Some(o)) if u.flat => o
+                        .sha256
+                        .as_deref()
+                        .is_some_and(|sha| extract::bundle_entries(a, sha).is_some()),
+                    _ => a.visible().is_dir(),
+                };
+                if a.unpack.is_some() && !published {
                     let cut = stop.outcome(a, opts);
                     fail(
                         &mut outcomes[i],
@@ -435,6 +483,22 @@ async fn cancelled(cancel: &tokio::sync::watch::Receiver<bool>) {
     }
 }
 
+/// What the plan's artifacts (other than staging bundles, whose files are known
+/// only once unpacked) and spark-localizer's own outputs take, by real path.
+fn claims(plan: &Plan) -> extract::Claims {
+    let mut claims: extract::Claims = plan
+        .reserved
+        .iter()
+        .map(|(path, flag)| (path.clone(), format!("the file named by {flag}")))
+        .collect();
+    for a in &plan.artifacts {
+        if !a.is_bundle() && matches!(a.target, Target::Fetch { .. }) {
+            claims.insert(resolved(a.claimed()), a.shown.clone());
+        }
+    }
+    claims
+}
+
 /// Removes partial files of earlier runs, and removes files an
 /// earlier run published that the plan no longer names.
 fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
@@ -446,9 +510,19 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
         );
     }
     for name in dest::recorded_names(dir) {
-        let wanted = plan.artifacts.iter().any(|a| {
-            a.name == name && matches!(&a.target, Target::Fetch { real_dir, .. } if real_dir == dir)
-        });
+        let in_dir =
+            |a: &&Artifact| matches!(&a.target, Target::Fetch { real_dir, .. } if real_dir == dir);
+        // A staging bundle's files are recorded as coming from the bundle's URI.
+        let from_bundle = || {
+            let record = dest::read_record(dir, &name);
+            record.is_some_and(|r| {
+                plan.artifacts
+                    .iter()
+                    .filter(in_dir)
+                    .any(|a| a.is_bundle() && r.uri_sha256 == dest::uri_digest(&a.uri))
+            })
+        };
+        let wanted = plan.artifacts.iter().filter(in_dir).any(|a| a.name == name) || from_bundle();
         if !wanted {
             info!(
                 "removing {name} from {}: an earlier run fetched it, this plan does not name it",

@@ -79,6 +79,201 @@ pub fn publish(
     })
 }
 
+/// One file a staging bundle published.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BundleEntry {
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// The marker of a published staging bundle: its digest and its files, in order.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct BundleMarker {
+    sha256: String,
+    entries: Vec<BundleEntry>,
+}
+
+fn read_marker(a: &Artifact) -> Option<BundleMarker> {
+    let Target::Fetch { dir, .. } = &a.target else {
+        return None;
+    };
+    let text = std::fs::read(dest::unpacked_marker(dir, &a.name)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// The files staging bundle `a` published, in the bundle's order, if it was
+/// published from the bundle with digest `sha256`.
+pub fn bundle_entries(a: &Artifact, sha256: &str) -> Option<Vec<BundleEntry>> {
+    read_marker(a)
+        .filter(|m| m.sha256 == sha256)
+        .map(|m| m.entries)
+}
+
+/// Paths (as resolved) that artifacts of the plan or spark-localizer's own
+/// outputs take, with who takes each: a bundle's file may not land on them.
+pub type Claims = std::collections::HashMap<std::path::PathBuf, String>;
+
+/// Publishes staging bundle `a` (kept at its target path, with digest `sha256`):
+/// every file at the top of the bundle becomes `<dir>/<file>`, each replaced
+/// atomically and recorded as coming from this bundle, as the original init
+/// container laid them out. Kept when an earlier run published this very bundle
+/// and every file still verifies. Blocking.
+pub fn publish_bundle(
+    a: &Artifact,
+    sha256: &str,
+    limits: &Limits,
+    claims: &mut Claims,
+) -> Result<Published, (ExitCode, String)> {
+    let Target::Fetch {
+        dir,
+        path,
+        real_dir,
+        ..
+    } = &a.target
+    else {
+        return Ok(Published::Kept);
+    };
+    let local = |what: &str, e: std::io::Error| {
+        (
+            ExitCode::LocalIo,
+            format!(
+                "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
+                a.shown,
+                dir.display()
+            ),
+        )
+    };
+    let claim = |claims: &Claims, name: &str| -> Result<(), (ExitCode, String)> {
+        match claims.get(&real_dir.join(name)) {
+            Some(who) => Err((
+                ExitCode::Integrity,
+                format!(
+                    "{}: the bundle holds {name}, which {who} also puts at {}; rename one of them",
+                    a.shown,
+                    dir.join(name).display()
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
+    let bundle_uri = dest::uri_digest(&a.uri);
+    let old = read_marker(a);
+    if let Some(marker) = old.as_ref().filter(|m| m.sha256 == sha256) {
+        let intact = marker.entries.iter().all(|e| {
+            let file = dir.join(&e.name);
+            claim(claims, &e.name).is_ok()
+                && std::fs::symlink_metadata(&file).is_ok_and(|md| md.is_file())
+                && dest::hash_file(&file)
+                    .is_ok_and(|(size, digest)| size == e.size && hex::encode(digest) == e.sha256)
+        });
+        if intact {
+            for e in &marker.entries {
+                claims.insert(real_dir.join(&e.name), a.shown.clone());
+            }
+            return Ok(Published::Kept);
+        }
+        tracing::debug!(uri = %a.shown, "files of the bundle changed since it was published; publishing them again");
+    }
+
+    let tmp = dest::temp_beside(&dir.join(&a.name), dest::UNPACK_SUFFIX);
+    std::fs::create_dir(&tmp).map_err(|e| local("create a temp directory in", e))?;
+    let result = (|| {
+        let (unpacked, order) =
+            archive::unpack_listing(path, crate::archive::Format::TarGz, &tmp, limits)
+                .map_err(|e| refused(a, e))?;
+        let not_flat = |entry: &str, what: &str| {
+            (
+                ExitCode::Integrity,
+                format!(
+                    "{}: bundle refused, nothing of it was published: entry '{}' {what}; a staging bundle holds regular files at its top level only (as stage upload makes it)",
+                    a.shown,
+                    entry.escape_debug()
+                ),
+            )
+        };
+        let mut names = Vec::with_capacity(order.len());
+        for rel in &order {
+            let shown = rel.to_string_lossy();
+            let mut parts = rel.components();
+            let (Some(std::path::Component::Normal(first)), None) = (parts.next(), parts.next())
+            else {
+                return Err(not_flat(&shown, "is inside a directory"));
+            };
+            let name = first
+                .to_str()
+                .ok_or_else(|| not_flat(&shown, "has a name that is not UTF-8"))?;
+            crate::plan::check_name(name).map_err(|why| not_flat(name, why))?;
+            claim(claims, name)?;
+            names.push(name.to_owned());
+        }
+        for entry in std::fs::read_dir(&tmp).map_err(|e| local("list the unpacked bundle in", e))? {
+            let entry = entry.map_err(|e| local("list the unpacked bundle in", e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            if !regular || !names.contains(&name) {
+                return Err(not_flat(&name, "is not a regular file"));
+            }
+        }
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            let (size, digest) = dest::hash_file(&tmp.join(&name))
+                .map_err(|e| local("read the unpacked bundle in", e))?;
+            entries.push(BundleEntry {
+                name,
+                size,
+                sha256: hex::encode(digest),
+            });
+        }
+        // Publish: forget the marker, then each file replaces its name atomically
+        // and is recorded as this bundle's (an interrupted run leaves only files
+        // of this bundle, which the next run publishes again).
+        let marker = dest::unpacked_marker(dir, &a.name);
+        let _ = std::fs::remove_file(&marker);
+        for e in &entries {
+            let target = dir.join(&e.name);
+            dest::remove_record(dir, &e.name);
+            if std::fs::symlink_metadata(&target).is_ok_and(|md| md.is_dir()) {
+                dest::remove_any(&target).map_err(|err| local("replace a directory in", err))?;
+            }
+            std::fs::rename(tmp.join(&e.name), &target)
+                .map_err(|err| local("move a file of the bundle into", err))?;
+            let record = dest::Record {
+                uri_sha256: bundle_uri.clone(),
+                size: e.size,
+                sha256: e.sha256.clone(),
+            };
+            dest::write_record(dir, &e.name, &record)
+                .map_err(|err| local("record a file of the bundle in", err))?;
+        }
+        // Files an earlier publish of this bundle had and this one does not.
+        for gone in old.iter().flat_map(|m| &m.entries) {
+            let ours =
+                dest::read_record(dir, &gone.name).is_some_and(|r| r.uri_sha256 == bundle_uri);
+            if ours && !entries.iter().any(|e| e.name == gone.name) {
+                dest::remove_record(dir, &gone.name);
+                let _ = dest::remove_any(&dir.join(&gone.name));
+            }
+        }
+        let json = serde_json::to_vec(&BundleMarker {
+            sha256: sha256.to_owned(),
+            entries: entries.clone(),
+        })
+        .expect("marker serializes");
+        dest::write_atomic(&marker, &json)
+            .map_err(|e| local("record the publish of the bundle in", e))?;
+        for e in &entries {
+            claims.insert(real_dir.join(&e.name), a.shown.clone());
+        }
+        Ok(Published::Unpacked {
+            entries: unpacked.entries,
+            bytes: unpacked.bytes,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
 fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
     let message = crate::redact::error_chain(&e);
     if e.is_refusal() {
@@ -107,17 +302,26 @@ pub fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")))
-        .filter(|p| {
-            // The classpath is ':'-separated, one line: such names cannot go on it.
-            let name = p.to_string_lossy();
-            let safe = !name.contains(':') && !name.chars().any(char::is_control);
-            if !safe {
-                tracing::warn!("{} cannot go on the classpath (':' or a control character in its path); skipped", name.escape_debug());
-            }
-            safe
-        })
+        .filter(|p| classpath_jar(p))
         .collect();
     jars.sort();
     jars
+}
+
+/// Whether `p` is a jar that can go on the classpath (as Java's `dir/*` takes
+/// them: regular `.jar` files); warns about one whose path the classpath cannot hold.
+pub fn classpath_jar(p: &Path) -> bool {
+    if !(p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar"))) {
+        return false;
+    }
+    // The classpath is ':'-separated, one line: such names cannot go on it.
+    let name = p.to_string_lossy();
+    let safe = !name.contains(':') && !name.chars().any(char::is_control);
+    if !safe {
+        tracing::warn!(
+            "{} cannot go on the classpath (':' or a control character in its path); skipped",
+            name.escape_debug()
+        );
+    }
+    safe
 }

@@ -20,6 +20,7 @@ use crate::retry::Backoff;
 use crate::source::hdfs::{HdfsSettings, HdfsSource};
 use crate::source::http::HttpSource;
 use crate::source::s3::S3Source;
+use crate::source::staging::{self, StagingSource};
 use crate::source::Sources;
 
 /// Resolves settings, builds the plan and the sources: everything that can be
@@ -68,6 +69,11 @@ pub fn prepare(
         .map_err(|p| problems.extend(p))
         .ok()
     };
+    let staging = http.as_ref().ok().and_then(|_| {
+        staging_source(&settings, &plan)
+            .map_err(|p| problems.extend(p))
+            .ok()
+    });
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
@@ -98,7 +104,73 @@ pub fn prepare(
     let http = http.expect("no problems means the client was built");
     let s3 = s3.expect("no problems means the buckets were configured");
     let hdfs = hdfs.expect("no problems means the clusters were configured");
-    Ok((settings, plan, Sources::new(http, s3, hdfs)))
+    let staging = staging.expect("no problems means the bundles were configured");
+    Ok((settings, plan, Sources::new(http, s3, hdfs, staging)))
+}
+
+/// The staging source: a client trusting the staging CA files too, and for every
+/// bundle of the plan the secret of its kind, read now (an unreadable secret is a
+/// configuration error, before any traffic).
+fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec<String>> {
+    let bundles: Vec<&plan::Artifact> = plan.artifacts.iter().filter(|a| a.is_bundle()).collect();
+    let Some(base) = settings
+        .staging
+        .uri
+        .as_ref()
+        .filter(|_| !bundles.is_empty())
+    else {
+        return Ok(StagingSource::default());
+    };
+    let mut config = settings.http.clone();
+    config
+        .ca_files
+        .extend(settings.staging.ca_files.iter().cloned());
+    config.headers = Vec::new();
+    let http = HttpSource::new(&config).map_err(|e| vec![config_message(&e.into())])?;
+    let mut source = StagingSource::new(
+        base.value.clone(),
+        settings
+            .staging
+            .ca_files
+            .iter()
+            .map(|c| c.path.clone())
+            .collect(),
+    );
+    let mut problems = Vec::new();
+    for a in bundles {
+        let (secret, key) = if a.kind == plan::Kind::Jar {
+            (&settings.staging.jars_secret, staging::JARS_SECRET_KEY)
+        } else {
+            (&settings.staging.files_secret, staging::FILES_SECRET_KEY)
+        };
+        match staging::read_secret(&secret.value) {
+            Ok(value) => {
+                let bundle = staging::Bundle {
+                    shown: a.shown.clone(),
+                    secret_file: secret.value.clone(),
+                    secret_origin: secret.origin.to_string(),
+                };
+                if !source.add(&http, a.uri.clone(), value, bundle) {
+                    problems.push(format!(
+                        "invalid {}: {} is given both as a jars bundle and as a files bundle; a bundle is one or the other",
+                        a.origin, a.shown
+                    ));
+                }
+            }
+            Err(why) => problems.push(format!(
+                "invalid {}: the secret of {} (file from {}): {why}; mount the Secret key {key} there, or name the file with --staging-{}-secret-file",
+                a.origin,
+                a.shown,
+                secret.origin,
+                if a.kind == plan::Kind::Jar { "jars" } else { "files" }
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(source)
+    } else {
+        Err(problems)
+    }
 }
 
 fn config_message(e: &ConfigError) -> String {
@@ -221,7 +293,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     };
     let classpath_outputs = [&settings.classpath_file, &settings.env_file];
     if code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
-        if let Err(e) = write_classpath(&settings, &plan) {
+        if let Err(e) = write_classpath(&settings, &plan, outcomes) {
             let message = format!(
                 "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
                 settings.classpath_file.display(),
@@ -283,13 +355,24 @@ async fn wait_for_signal() -> &'static str {
     }
 }
 
-fn write_classpath(settings: &Settings, plan: &Plan) -> std::io::Result<()> {
+fn write_classpath(settings: &Settings, plan: &Plan, outcomes: &[Outcome]) -> std::io::Result<()> {
     // Jars in declared order (local:// ones at their path in the image); with
-    // --archive-classpath, an archive's top-level jars at the archive's place.
+    // --archive-classpath, an archive's top-level jars at the archive's place; a
+    // staging jars bundle's jars in the bundle's order, at the bundle's place.
     let entries: Vec<std::path::PathBuf> = plan
         .artifacts
         .iter()
-        .flat_map(|a| match (&a.kind, &a.unpack) {
+        .zip(outcomes)
+        .flat_map(|(a, o)| match (&a.kind, &a.unpack) {
+            (plan::Kind::Jar, Some(unpack)) if unpack.flat => o
+                .sha256
+                .as_deref()
+                .and_then(|sha| crate::extract::bundle_entries(a, sha))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| unpack.into.join(e.name))
+                .filter(|p| crate::extract::classpath_jar(p))
+                .collect(),
             (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
             (plan::Kind::Archive, Some(unpack)) if settings.archive_classpath => {
                 crate::extract::top_level_jars(&unpack.into)

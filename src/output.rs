@@ -72,6 +72,9 @@ pub struct ReportEntry {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A staging bundle's files, published into `destination`, in the bundle's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<crate::extract::BundleEntry>>,
 }
 
 /// The JSON report.
@@ -102,6 +105,11 @@ impl Report {
                 attempts: o.attempts,
                 duration_ms: o.duration.as_millis() as u64,
                 error: o.failure.as_ref().map(|f| crate::redact::scrub(&f.message)),
+                files: o
+                    .sha256
+                    .as_deref()
+                    .filter(|_| a.is_bundle() && o.failure.is_none())
+                    .and_then(|sha| crate::extract::bundle_entries(a, sha)),
             })
             .collect();
         Report {

@@ -77,11 +77,29 @@ pub struct Artifact {
 #[derive(Debug, Clone)]
 pub struct Unpack {
     pub format: crate::archive::Format,
-    /// `<files-dir>/<name>`: appears only complete, replaced atomically.
+    /// `<files-dir>/<name>`: appears only complete, replaced atomically. For a
+    /// staging bundle, the jars or files directory itself.
     pub into: PathBuf,
+    /// A staging bundle: its files are published one by one at the top of `into`
+    /// (as the original init container did), not as a tree under a name.
+    pub flat: bool,
 }
 
 impl Artifact {
+    /// The path this artifact claims: what users see of it (the unpacked directory
+    /// of an archive, else its path); a staging bundle claims only where it is kept.
+    pub fn claimed(&self) -> &Path {
+        match &self.unpack {
+            Some(u) if !u.flat => &u.into,
+            _ => self.target.path(),
+        }
+    }
+
+    /// Whether this is a staging bundle (unpacked flat).
+    pub fn is_bundle(&self) -> bool {
+        self.unpack.as_ref().is_some_and(|u| u.flat)
+    }
+
     /// What users see of it: the unpacked directory of an archive, else its path.
     pub fn visible(&self) -> &Path {
         match &self.unpack {
@@ -108,6 +126,9 @@ pub struct Plan {
     pub dirs: Vec<PathBuf>,
     /// Keys of `--checksums` that no artifact matched.
     pub unused_pins: Vec<String>,
+    /// Files spark-localizer writes itself (where they really lead), with the flag
+    /// naming each: a staging bundle's files may not take them either.
+    pub reserved: Vec<(PathBuf, &'static str)>,
 }
 
 /// Every problem found in the declared inputs.
@@ -181,7 +202,8 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
         for d in declared {
-            match artifact(kind, d, dir, &real_dir) {
+            let staging = settings.staging.uri.as_ref().map(|u| &u.value);
+            match artifact(kind, d, dir, &real_dir, staging) {
                 Ok(mut a) => {
                     // local:// files are in the image: nothing to verify here.
                     let pin = match &a.target {
@@ -218,7 +240,7 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         if let Target::Local { .. } = a.target {
             continue;
         }
-        let path = a.visible();
+        let path = a.claimed();
         let real = resolved(path);
         if let Some((_, _, flag)) = reserved.iter().find(|(r, _, _)| *r == real) {
             problems.push(format!(
@@ -255,6 +277,10 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
             .map(str::to_owned)
             .collect();
         Ok(Plan {
+            reserved: reserved
+                .iter()
+                .map(|(real, _, flag)| (real.clone(), *flag))
+                .collect(),
             artifacts,
             dirs,
             unused_pins,
@@ -317,7 +343,13 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
-fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Artifact, String> {
+fn artifact(
+    kind: Kind,
+    d: &Declared,
+    dir: &Path,
+    real_dir: &Path,
+    staging: Option<&Url>,
+) -> Result<Artifact, String> {
     let raw = d.uri.as_str();
     register_url_secrets(raw);
     let shown = redact_url(raw);
@@ -347,6 +379,9 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
             .into_owned()
     });
     uri.set_fragment(None);
+    if scheme == Scheme::Staging {
+        return bundle(kind, d, uri, shown, alias, dir, real_dir, staging);
+    }
 
     match scheme {
         Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
@@ -443,6 +478,7 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
             Some(Unpack {
                 format,
                 into: dir.join(&name),
+                flat: false,
             }),
         ),
         (_, target) => (target, None),
@@ -457,6 +493,66 @@ fn artifact(kind: Kind, d: &Declared, dir: &Path, real_dir: &Path) -> Result<Art
         pin: None,
         origin: d.origin.clone(),
         unpack,
+    })
+}
+
+/// A staging bundle `staging://<id>`: kept as `staging-<id>.tar.gz` in the state
+/// directory, fetched from the server's resource URL, unpacked flat into `dir`.
+#[allow(clippy::too_many_arguments)]
+fn bundle(
+    kind: Kind,
+    d: &Declared,
+    uri: Url,
+    shown: String,
+    alias: Option<String>,
+    dir: &Path,
+    real_dir: &Path,
+    staging: Option<&Url>,
+) -> Result<Artifact, String> {
+    use crate::source::staging::{check_id, resource_url};
+    if kind == Kind::Archive {
+        return Err(format!(
+            "{shown}: a staging bundle is unpacked into the jars or files directory; give it in --jars or --files (or --staging-jars-id / --staging-files-id)"
+        ));
+    }
+    let id = uri.host_str().unwrap_or_default();
+    check_id(id)
+        .map_err(|why| format!("{shown}: the resource id '{}' {why}", id.escape_debug()))?;
+    let extra = !uri.username().is_empty()
+        || uri.password().is_some()
+        || uri.port().is_some()
+        || !matches!(uri.path(), "" | "/")
+        || uri.query().is_some()
+        || alias.is_some();
+    if extra {
+        return Err(format!(
+            "{shown}: write a staging bundle as staging://<resourceId>, nothing else (its files keep their own names)"
+        ));
+    }
+    let Some(base) = staging else {
+        return Err(format!(
+            "{shown} needs the staging server's URL: --staging-uri (or spark.kubernetes.resourceStagingServer.internal.uri in the properties file)"
+        ));
+    };
+    let name = format!("staging-{id}.tar.gz");
+    Ok(Artifact {
+        kind,
+        uri: resource_url(base, id),
+        shown: format!("staging://{id}"),
+        scheme: Scheme::Staging,
+        target: Target::Fetch {
+            path: crate::dest::archive_path(dir, &name),
+            dir: dir.to_owned(),
+            real_dir: real_dir.to_owned(),
+        },
+        name,
+        pin: None,
+        origin: d.origin.clone(),
+        unpack: Some(Unpack {
+            format: crate::archive::Format::TarGz,
+            into: dir.to_owned(),
+            flat: true,
+        }),
     })
 }
 
@@ -493,7 +589,7 @@ mod tests {
             uri: uri.to_owned(),
             origin: Origin::Flag("jars"),
         };
-        artifact(Kind::Jar, &d, Path::new("/d"), Path::new("/d"))
+        artifact(Kind::Jar, &d, Path::new("/d"), Path::new("/d"), None)
     }
 
     #[test]

@@ -162,6 +162,17 @@ pub fn unpack(
     into: &Path,
     limits: &Limits,
 ) -> Result<Unpacked, ArchiveError> {
+    unpack_listing(archive, format, into, limits).map(|(unpacked, _)| unpacked)
+}
+
+/// [`unpack`], also returning the regular files written (relative paths), in the
+/// archive's order.
+pub fn unpack_listing(
+    archive: &Path,
+    format: Format,
+    into: &Path,
+    limits: &Limits,
+) -> Result<(Unpacked, Vec<PathBuf>), ArchiveError> {
     let file = File::open(archive).map_err(io_err(archive))?;
     let archive_len = file.metadata().map_err(io_err(archive))?.len();
     let mut sink = Sink::new(into, limits, archive_len);
@@ -173,7 +184,8 @@ pub fn unpack(
         )?,
         Format::Zip => unpack_zip(file, &mut sink)?,
     }
-    sink.finish()
+    let order = std::mem::take(&mut sink.order);
+    Ok((sink.finish()?, order))
 }
 
 /// Normalizes an entry name lexically into a relative path inside the root.
@@ -335,6 +347,8 @@ struct Sink<'a> {
     dirs: HashSet<PathBuf>,
     /// Regular files (relative) written by this unpack: valid hard link targets.
     files: HashSet<PathBuf>,
+    /// The same, in the archive's order.
+    order: Vec<PathBuf>,
     /// Explicit directory entries and their modes, applied at the end.
     dir_modes: Vec<(PathBuf, u32)>,
     buf: Vec<u8>,
@@ -347,6 +361,7 @@ impl<'a> Sink<'a> {
             budget: Budget::new(limits, archive_len),
             dirs: HashSet::new(),
             files: HashSet::new(),
+            order: Vec::new(),
             dir_modes: Vec::new(),
             buf: vec![0; COPY_BUF],
         }
@@ -444,6 +459,7 @@ impl<'a> Sink<'a> {
         result?;
         out.set_permissions(Permissions::from_mode(file_mode(mode)))
             .map_err(io_err(&abs))?;
+        self.order.push(rel.clone());
         self.files.insert(rel);
         Ok(())
     }

@@ -190,6 +190,15 @@ impl HttpSource {
         &self.client
     }
 
+    /// The same client (pool, roots) sending `headers` instead of the configured
+    /// ones, still only to each URI's own origin.
+    pub fn with_headers(&self, headers: Vec<(HeaderName, HeaderValue)>) -> HttpSource {
+        HttpSource {
+            client: self.client.clone(),
+            headers: Arc::new(headers),
+        }
+    }
+
     /// Sends `method` to `uri`, following redirects; credentials only to the first origin.
     async fn send(
         &self,

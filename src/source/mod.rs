@@ -8,6 +8,7 @@ pub mod file;
 pub mod hdfs;
 pub mod http;
 pub mod s3;
+pub mod staging;
 
 use std::fmt;
 use std::pin::Pin;
@@ -30,12 +31,15 @@ pub enum Scheme {
     Hdfs,
     /// Already inside the image: never fetched, kept in the classpath in its place.
     Local,
+    /// `staging://<resourceId>`: a bundle on the resource staging server (`--staging-uri`),
+    /// fetched with the secret of its kind and unpacked flat into the jars or files dir.
+    Staging,
 }
 
 impl Scheme {
     /// Every scheme accepted, as users write them.
     pub const SUPPORTED: &'static [&'static str] = &[
-        "http", "https", "s3", "s3a", "hdfs", "viewfs", "file", "local",
+        "http", "https", "s3", "s3a", "hdfs", "viewfs", "file", "local", "staging",
     ];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
@@ -47,6 +51,7 @@ impl Scheme {
             "s3" | "s3a" => Some(Scheme::S3),
             "hdfs" | "viewfs" => Some(Scheme::Hdfs),
             "local" => Some(Scheme::Local),
+            "staging" => Some(Scheme::Staging),
             _ => None,
         }
     }
@@ -206,16 +211,28 @@ pub struct Sources {
     file: Arc<file::FileSource>,
     s3: Arc<s3::S3Source>,
     hdfs: Arc<hdfs::HdfsSource>,
+    staging: Arc<staging::StagingSource>,
 }
 
 impl Sources {
-    pub fn new(http: http::HttpSource, s3: s3::S3Source, hdfs: hdfs::HdfsSource) -> Self {
+    pub fn new(
+        http: http::HttpSource,
+        s3: s3::S3Source,
+        hdfs: hdfs::HdfsSource,
+        staging: staging::StagingSource,
+    ) -> Self {
         Sources {
             http: Arc::new(http),
             file: Arc::new(file::FileSource),
             s3: Arc::new(s3),
             hdfs: Arc::new(hdfs),
+            staging: Arc::new(staging),
         }
+    }
+
+    /// The staging server in use, its CA files and the secret file of each bundle (for `check`).
+    pub fn staging(&self) -> &staging::StagingSource {
+        &self.staging
     }
 
     /// The Hadoop configuration directory in use and where it was named (for `check`).
@@ -240,6 +257,7 @@ impl Sources {
             Scheme::File => Some(self.file.clone()),
             Scheme::S3 => Some(self.s3.clone()),
             Scheme::Hdfs => Some(self.hdfs.clone()),
+            Scheme::Staging => Some(self.staging.clone()),
             Scheme::Local => None,
         }
     }

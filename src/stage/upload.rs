@@ -82,9 +82,34 @@ struct Plan {
     server: String,
     upload_url: Url,
     owner: ResourceOwner,
+    /// One bundle, or two (jars, then files) with `--jars` and `--files`.
+    bundles: Vec<BundlePlan>,
+    ca_files: Vec<CaFile>,
+}
+
+/// The files of one bundle.
+#[derive(Debug)]
+struct BundlePlan {
+    kind: StageKind,
     members: Vec<Member>,
     bytes: u64,
-    ca_files: Vec<CaFile>,
+}
+
+/// One bundle as uploaded.
+struct Uploaded {
+    kind: StageKind,
+    submitted: SubmittedResource,
+    bundled: Bundled,
+    names: Vec<String>,
+}
+
+impl StageKind {
+    fn name(self) -> &'static str {
+        match self {
+            StageKind::Jars => "jars",
+            StageKind::Files => "files",
+        }
+    }
 }
 
 /// What the bundling thread produced.
@@ -129,6 +154,67 @@ pub async fn run(args: &UploadArgs) -> ExitCode {
 
 async fn upload(args: &UploadArgs) -> Result<String, Failure> {
     let plan = plan(args)?;
+    let mut uploaded = Vec::new();
+    for bundle in &plan.bundles {
+        match upload_one(&plan, bundle).await {
+            Ok(u) => uploaded.push(u),
+            Err(e) => {
+                // The first bundle is of no use without the second: do not leave it behind.
+                for u in &uploaded {
+                    discard(&plan, u).await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(match &args.secret_manifest {
+        Some(name) => secret_manifest(name, args.namespace.as_deref(), &plan.server, &uploaded),
+        None => {
+            let mut out = String::new();
+            for u in &uploaded {
+                let printed = Printed {
+                    resource_id: &u.submitted.resource_id,
+                    resource_secret: &u.submitted.resource_secret,
+                    server: &plan.server,
+                    kind: u.kind.name(),
+                    files: u.names.iter().map(String::as_str).collect(),
+                    sha256: &u.bundled.sha256,
+                };
+                let json = serde_json::to_string(&printed)
+                    .map_err(|e| Failure::new(ExitCode::Internal, format!("cannot print: {e}")))?;
+                out.push_str(&json);
+                out.push('\n');
+            }
+            out
+        }
+    })
+}
+
+/// Deletes an uploaded bundle (best effort).
+async fn discard(plan: &Plan, u: &Uploaded) {
+    let Ok(client) = client(plan) else { return };
+    let Some(url) = resource_url(plan, &u.submitted.resource_id) else {
+        return;
+    };
+    let Ok(mut auth) = HeaderValue::from_str(&u.submitted.resource_secret) else {
+        return;
+    };
+    auth.set_sensitive(true);
+    match client.delete(url).header(AUTHORIZATION, auth).send().await {
+        Ok(r) if r.status().is_success() => info!(
+            "deleted the {} bundle {} uploaded before the failure",
+            u.kind.name(),
+            u.submitted.resource_id
+        ),
+        _ => warn!(
+            "could not delete the {} bundle {} uploaded before the failure; it expires unused",
+            u.kind.name(),
+            u.submitted.resource_id
+        ),
+    }
+}
+
+fn client(plan: &Plan) -> Result<reqwest::Client, Failure> {
     let http = HttpSource::new(&HttpConfig {
         ca_files: plan.ca_files.clone(),
         connect_timeout: CONNECT_TIMEOUT,
@@ -136,53 +222,41 @@ async fn upload(args: &UploadArgs) -> Result<String, Failure> {
         headers: Vec::new(),
     })
     .map_err(|e| Failure::usage(error_chain(&e)))?;
-    let client = http.client().clone();
+    Ok(http.client().clone())
+}
+
+/// `<server>/api/v0/resources/<id>`.
+fn resource_url(plan: &Plan, id: &str) -> Option<Url> {
+    let mut url = plan.upload_url.clone();
+    url.path_segments_mut().ok()?.push(id);
+    Some(url)
+}
+
+async fn upload_one(plan: &Plan, bundle: &BundlePlan) -> Result<Uploaded, Failure> {
+    let client = client(plan)?;
     info!(
-        "uploading {} file(s), {} bytes, as one tar.gz bundle to {}",
-        plan.members.len(),
-        plan.bytes,
+        "uploading {} file(s), {} bytes, as one tar.gz bundle of {} to {}",
+        bundle.members.len(),
+        bundle.bytes,
+        bundle.kind.name(),
         plan.server
     );
     let started = Instant::now();
-    let (submitted, bundled) = send(&client, &plan).await?;
+    let (submitted, bundled) = send(&client, plan, bundle).await?;
     let secs = started.elapsed().as_secs_f64();
     info!(
         "uploaded resource {}: bundle of {} bytes (sha256 {}) in {secs:.2}s, {:.1} MiB/s",
         submitted.resource_id,
         bundled.bytes,
         bundled.sha256,
-        plan.bytes as f64 / (1024.0 * 1024.0) / secs.max(0.001)
+        bundle.bytes as f64 / (1024.0 * 1024.0) / secs.max(0.001)
     );
-    verify(&client, &plan, &submitted, &bundled).await?;
-    let kind = match args.kind {
-        StageKind::Jars => "jars",
-        StageKind::Files => "files",
-    };
-    let names: Vec<&str> = plan.members.iter().map(|m| m.name.as_str()).collect();
-    Ok(match &args.secret_manifest {
-        Some(name) => secret_manifest(
-            name,
-            args.namespace.as_deref(),
-            args.kind,
-            &plan.server,
-            &submitted,
-            &bundled,
-            &names,
-        ),
-        None => {
-            let printed = Printed {
-                resource_id: &submitted.resource_id,
-                resource_secret: &submitted.resource_secret,
-                server: &plan.server,
-                kind,
-                files: names,
-                sha256: &bundled.sha256,
-            };
-            let mut json = serde_json::to_string(&printed)
-                .map_err(|e| Failure::new(ExitCode::Internal, format!("cannot print: {e}")))?;
-            json.push('\n');
-            json
-        }
+    verify(&client, plan, &submitted, &bundled).await?;
+    Ok(Uploaded {
+        kind: bundle.kind,
+        submitted,
+        bundled,
+        names: bundle.members.iter().map(|m| m.name.clone()).collect(),
     })
 }
 
@@ -220,21 +294,42 @@ fn plan(args: &UploadArgs) -> Result<Plan, Failure> {
             origin: env::SSL_CERT_FILE.to_owned(),
         });
     }
-    let mut members = Vec::with_capacity(args.files.len());
-    let mut seen: HashMap<String, PathBuf> = HashMap::new();
-    let mut bytes = 0u64;
-    for path in &args.files {
-        let (member, len) = member(path)?;
-        if let Some(first) = seen.insert(member.name.clone(), path.clone()) {
-            return Err(Failure::usage(format!(
-                "{} and {} both have the name {:?}; entries are flat, so names must be unique",
-                first.display(),
-                path.display(),
-                member.name
-            )));
+    let lists: Vec<(StageKind, &[PathBuf])> =
+        if args.jars.is_empty() && args.files_bundle.is_empty() {
+            vec![(args.kind, &args.files)]
+        } else {
+            [
+                (StageKind::Jars, &args.jars),
+                (StageKind::Files, &args.files_bundle),
+            ]
+            .into_iter()
+            .filter(|(_, list)| !list.is_empty())
+            .map(|(kind, list)| (kind, list.as_slice()))
+            .collect()
+        };
+    let mut bundles = Vec::new();
+    for (kind, paths) in lists {
+        let mut members = Vec::with_capacity(paths.len());
+        let mut seen: HashMap<String, PathBuf> = HashMap::new();
+        let mut bytes = 0u64;
+        for path in paths {
+            let (member, len) = member(path)?;
+            if let Some(first) = seen.insert(member.name.clone(), path.clone()) {
+                return Err(Failure::usage(format!(
+                    "{} and {} both have the name {:?}; entries are flat, so names must be unique",
+                    first.display(),
+                    path.display(),
+                    member.name
+                )));
+            }
+            bytes += len;
+            members.push(member);
         }
-        bytes += len;
-        members.push(member);
+        bundles.push(BundlePlan {
+            kind,
+            members,
+            bytes,
+        });
     }
     Ok(Plan {
         server,
@@ -244,8 +339,7 @@ fn plan(args: &UploadArgs) -> Result<Plan, Failure> {
             labels,
             owner_type: api::OWNER_TYPE_POD.to_owned(),
         },
-        members,
-        bytes,
+        bundles,
         ca_files,
     })
 }
@@ -409,9 +503,10 @@ fn entry_name_ok(name: &str) -> Result<(), &'static str> {
 async fn send(
     client: &reqwest::Client,
     plan: &Plan,
+    bundle: &BundlePlan,
 ) -> Result<(SubmittedResource, Bundled), Failure> {
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(CHANNEL_CHUNKS);
-    let members = plan.members.clone();
+    let members = bundle.members.clone();
     let producer = tokio::task::spawn_blocking(move || write_bundle(&members, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -763,23 +858,21 @@ impl Write for ChannelWriter {
 
 // ---- the Secret manifest ----
 
-/// A Kubernetes Secret holding the resource secret under the key the init container
-/// reads, then (as YAML comments) the properties and the mount that go with it.
+/// A Kubernetes Secret holding each resource secret under the key the init container
+/// reads, then (as YAML comments) the properties and the mount that go with them.
 fn secret_manifest(
     name: &str,
     namespace: Option<&str>,
-    kind: StageKind,
     server: &str,
-    submitted: &SubmittedResource,
-    bundled: &Bundled,
-    files: &[&str],
+    uploaded: &[Uploaded],
 ) -> String {
-    let (key, which) = match kind {
+    let key_of = |kind: StageKind| match kind {
         StageKind::Jars => (JARS_SECRET_KEY, "Jars"),
         StageKind::Files => (FILES_SECRET_KEY, "Files"),
     };
     // JSON strings are YAML double-quoted scalars.
     let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
     let mut y = String::new();
     y.push_str("apiVersion: v1\nkind: Secret\nmetadata:\n");
     y.push_str(&format!("  name: {name}\n"));
@@ -787,32 +880,44 @@ fn secret_manifest(
         y.push_str(&format!("  namespace: {ns}\n"));
     }
     y.push_str("type: Opaque\nstringData:\n");
-    y.push_str(&format!(
-        "  {key}: {}\n",
-        quoted(&submitted.resource_secret)
-    ));
-    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
-    y.push_str(&format!(
-        "# Staged on {} as resource {}: {} file(s), bundle sha256 {}:\n",
-        one_line(server),
-        submitted.resource_id,
-        files.len(),
-        bundled.sha256
-    ));
-    for f in files {
-        y.push_str(&format!("#   {}\n", one_line(f)));
+    for u in uploaded {
+        let (key, _) = key_of(u.kind);
+        y.push_str(&format!(
+            "  {key}: {}\n",
+            quoted(&u.submitted.resource_secret)
+        ));
+    }
+    for u in uploaded {
+        y.push_str(&format!(
+            "# Staged on {} as resource {} ({}): {} file(s), bundle sha256 {}:\n",
+            one_line(server),
+            u.submitted.resource_id,
+            u.kind.name(),
+            u.names.len(),
+            u.bundled.sha256
+        ));
+        for f in &u.names {
+            y.push_str(&format!("#   {}\n", one_line(f)));
+        }
     }
     y.push_str(&format!(
         "# Spark properties for the driver and executors (spark-submit --conf or the pod template):\n\
          #   spark.kubernetes.resourceStagingServer.uri={server}\n\
-         #   spark.kubernetes.resourceStagingServer.internal.uri={server}   (if pods reach it at another URL, put that here)\n\
-         #   spark.kubernetes.initcontainer.download{which}ResourceIdentifier={id}\n\
-         #   spark.kubernetes.initcontainer.download{which}SecretLocation={SECRET_MOUNT_PATH}/{key}\n\
-         # Mount this Secret in the init container at {SECRET_MOUNT_PATH}:\n\
-         #   volumes:      [{{ name: spark-init-secret, secret: {{ secretName: {name} }} }}]\n\
-         #   volumeMounts: [{{ name: spark-init-secret, mountPath: {SECRET_MOUNT_PATH}, readOnly: true }}]\n",
+         #   spark.kubernetes.resourceStagingServer.internal.uri={server}   (if pods reach it at another URL, put that here)\n",
         server = one_line(server),
-        id = submitted.resource_id,
+    ));
+    for u in uploaded {
+        let (key, which) = key_of(u.kind);
+        y.push_str(&format!(
+            "#   spark.kubernetes.initcontainer.download{which}ResourceIdentifier={id}\n\
+             #   spark.kubernetes.initcontainer.download{which}SecretLocation={SECRET_MOUNT_PATH}/{key}\n",
+            id = u.submitted.resource_id,
+        ));
+    }
+    y.push_str(&format!(
+        "# Mount this Secret in the init container at {SECRET_MOUNT_PATH}:\n\
+         #   volumes:      [{{ name: spark-init-secret, secret: {{ secretName: {name} }} }}]\n\
+         #   volumeMounts: [{{ name: spark-init-secret, mountPath: {SECRET_MOUNT_PATH}, readOnly: true }}]\n"
     ));
     y
 }
@@ -875,41 +980,45 @@ mod tests {
 
     #[test]
     fn manifest_layout() {
-        let submitted = SubmittedResource {
-            resource_id: "0123456789abcdef0123456789abcdef".into(),
-            resource_secret: "-s3cr3t_value".into(),
+        let uploaded = |kind, id: &str, secret: &str, names: &[&str]| Uploaded {
+            kind,
+            submitted: SubmittedResource {
+                resource_id: id.into(),
+                resource_secret: secret.into(),
+            },
+            bundled: Bundled {
+                sha256: "ab".repeat(32),
+                bytes: 10,
+            },
+            names: names.iter().map(|n| n.to_string()).collect(),
         };
-        let bundled = Bundled {
-            sha256: "ab".repeat(32),
-            bytes: 10,
-        };
-        let y = secret_manifest(
-            "app-init",
-            Some("spark"),
+        let files = uploaded(
             StageKind::Files,
-            "https://stage:10000",
-            &submitted,
-            &bundled,
+            "0123456789abcdef0123456789abcdef",
+            "-s3cr3t_value",
             &["a.txt"],
         );
+        let y = secret_manifest("app-init", Some("spark"), "https://stage:10000", &[files]);
         assert!(y.starts_with("apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-init\n  namespace: spark\ntype: Opaque\nstringData:\n  downloadSubmittedFilesSecret: \"-s3cr3t_value\"\n"), "{y}");
         assert!(y.contains(
             "#   spark.kubernetes.initcontainer.downloadFilesResourceIdentifier=0123456789abcdef0123456789abcdef\n"
         ));
         assert!(y.contains("#   spark.kubernetes.resourceStagingServer.uri=https://stage:10000\n"));
         assert!(y.contains("/mnt/secrets/spark-init/downloadSubmittedFilesSecret"));
-        let no_ns = secret_manifest(
-            "x",
-            None,
-            StageKind::Jars,
-            "http://s",
-            &submitted,
-            &bundled,
-            &[],
-        );
-        assert!(!no_ns.contains("namespace:"));
-        assert!(no_ns.contains("downloadSubmittedJarsSecret:"));
-        assert!(no_ns.contains("downloadJarsResourceIdentifier="));
+        let jars = uploaded(StageKind::Jars, "1".repeat(32).as_str(), "j", &[]);
+        let files = uploaded(StageKind::Files, "2".repeat(32).as_str(), "f", &["x"]);
+        let both = secret_manifest("x", None, "http://s", &[jars, files]);
+        assert!(!both.contains("namespace:"));
+        assert!(both.contains("stringData:\n  downloadSubmittedJarsSecret: \"j\"\n  downloadSubmittedFilesSecret: \"f\"\n"), "{both}");
+        assert!(both.contains(&format!(
+            "downloadJarsResourceIdentifier={}\n",
+            "1".repeat(32)
+        )));
+        assert!(both.contains(&format!(
+            "downloadFilesResourceIdentifier={}\n",
+            "2".repeat(32)
+        )));
+        assert_eq!(both.matches("apiVersion").count(), 1);
     }
 
     #[test]

@@ -8,7 +8,12 @@ use std::process::Command;
 use crate::support::{s, FaultServer, Sandbox};
 
 /// Compiles `class_name` printing `message` into a jar; `None` without a JDK.
-fn jar_with_class(dir: &Path, jar_name: &str, class_name: &str, message: &str) -> Option<Vec<u8>> {
+pub(crate) fn jar_with_class(
+    dir: &Path,
+    jar_name: &str,
+    class_name: &str,
+    message: &str,
+) -> Option<Vec<u8>> {
     let (Ok(_), Ok(_)) = (which("javac"), which("jar")) else {
         return None;
     };

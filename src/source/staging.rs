@@ -1,0 +1,256 @@
+//! `staging://<resourceId>`: a bundle on the resource staging server.
+//!
+//! The bundle is `GET <staging-uri>/api/v0/resources/<id>` with the resource secret
+//! as a raw `Authorization` header, as the apache-spark-on-k8s init container sent
+//! it (our server also takes `Bearer`). Transfers are plain HTTP(S) on a client of
+//! its own (the staging server's CA files join the usual trust roots), so ranges,
+//! resume with `If-Range` on the bundle's ETag (its sha256) and redirects behave as
+//! for any HTTP URI; the secret goes only to the staging server's origin and only
+//! with the bundle it belongs to. The plan gives each bundle its real URL (see
+//! [`resource_url`]); this source knows which secret goes with which URL.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use reqwest::header::{self, HeaderValue};
+use url::Url;
+
+use super::http::HttpSource;
+use super::{Body, FaultKind, OpenRequest, Probe, Source, SourceError};
+
+/// The original secret mount and its keys.
+pub const DEFAULT_SECRET_DIR: &str = "/mnt/secrets/spark-init";
+pub const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
+pub const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
+
+/// The URL of bundle `id` on the server at `base` (which may have a path prefix).
+pub fn resource_url(base: &Url, id: &str) -> Url {
+    let mut url = base.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url.join(&format!("api/v0/resources/{id}"))
+        .expect("a resource id is one URL-safe path segment")
+}
+
+/// Whether `id` can name a bundle: a URL-safe path segment (the original server used
+/// UUIDs, ours 32 hex digits).
+pub fn check_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() {
+        return Err("is empty");
+    }
+    if id.len() > 128 {
+        return Err("is longer than 128 characters");
+    }
+    if id == "." || id == ".." {
+        return Err("is not a resource id");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err("may hold only letters, digits, '-', '_' and '.'");
+    }
+    Ok(())
+}
+
+/// Reads a resource secret from its (mounted Secret) file: surrounding whitespace
+/// (a trailing newline) is dropped; registered for redaction.
+pub fn read_secret(path: &Path) -> Result<HeaderValue, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > 64 * 1024 {
+        return Err(format!(
+            "{} is larger than 64 KiB: not a resource secret",
+            path.display()
+        ));
+    }
+    let raw = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        String::from_utf8(raw).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
+    let secret = text.trim();
+    crate::redact::register_secret(secret);
+    if secret.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    let mut value = HeaderValue::from_str(secret).map_err(|_| {
+        format!(
+            "{} holds characters that cannot be sent in an HTTP header",
+            path.display()
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// One bundle as the source knows it.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// `staging://<id>`, as declared.
+    pub shown: String,
+    /// Where its secret was read from, and who named that file.
+    pub secret_file: PathBuf,
+    pub secret_origin: String,
+}
+
+/// Fetches bundles from the staging server, each with its own secret.
+#[derive(Default)]
+pub struct StagingSource {
+    base: Option<Url>,
+    by_url: HashMap<Url, (HttpSource, Bundle)>,
+    ca_files: Vec<PathBuf>,
+}
+
+impl StagingSource {
+    /// A source for the server at `base` using `http` (a client trusting the staging
+    /// CA files too).
+    pub fn new(base: Url, ca_files: Vec<PathBuf>) -> Self {
+        StagingSource {
+            base: Some(base),
+            by_url: HashMap::new(),
+            ca_files,
+        }
+    }
+
+    /// Adds the bundle at `url`, sent with `secret`; false if `url` is already
+    /// there (one bundle given as both jars and files).
+    pub fn add(
+        &mut self,
+        http: &HttpSource,
+        url: Url,
+        secret: HeaderValue,
+        bundle: Bundle,
+    ) -> bool {
+        if self.by_url.contains_key(&url) {
+            return false;
+        }
+        let client = http.with_headers(vec![(header::AUTHORIZATION, secret)]);
+        self.by_url.insert(url, (client, bundle));
+        true
+    }
+
+    /// The server's base URL (when staging bundles are used).
+    pub fn base(&self) -> Option<&Url> {
+        self.base.as_ref()
+    }
+
+    /// Extra CA files trusted for the staging server.
+    pub fn ca_files(&self) -> &[PathBuf] {
+        &self.ca_files
+    }
+
+    /// Every bundle, for `check`.
+    pub fn bundles(&self) -> Vec<&Bundle> {
+        let mut bundles: Vec<&Bundle> = self.by_url.values().map(|(_, b)| b).collect();
+        bundles.sort_by(|a, b| a.shown.cmp(&b.shown));
+        bundles
+    }
+
+    fn client(&self, uri: &Url) -> Result<&(HttpSource, Bundle), SourceError> {
+        self.by_url.get(uri).ok_or_else(|| {
+            SourceError::new(
+                FaultKind::Refused,
+                format!(
+                    "{}: not a planned staging bundle",
+                    crate::redact::redact_url(uri.as_str())
+                ),
+            )
+        })
+    }
+}
+
+/// Names the bundle in a failure, with what the staging server's 401/404 mean.
+fn explain(bundle: &Bundle, mut e: SourceError) -> SourceError {
+    let hint = match e.kind {
+        FaultKind::Auth => format!(
+            "; the staging server refused the secret in {} (from {}): the Secret does not belong to this bundle",
+            bundle.secret_file.display(),
+            bundle.secret_origin
+        ),
+        FaultKind::NotFound => "; the staging server does not have this bundle: the id is wrong, or the bundle expired (never downloaded within the server's --unused-ttl, or its owner pods are gone): upload it again".to_owned(),
+        _ => String::new(),
+    };
+    if !hint.is_empty() {
+        e.hint = None;
+    }
+    e.message = format!("{}: {}{hint}", bundle.shown, e.message);
+    e
+}
+
+#[async_trait]
+impl Source for StagingSource {
+    async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
+        let (client, bundle) = self.client(uri)?;
+        client.open(uri, req).await.map_err(|e| explain(bundle, e))
+    }
+
+    async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
+        let (client, bundle) = self.client(uri)?;
+        client.probe(uri).await.map_err(|e| explain(bundle, e))
+    }
+
+    fn parallel_ranges(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_urls_keep_a_prefix() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let at = |base: &str| resource_url(&Url::parse(base).unwrap(), id).to_string();
+        assert_eq!(
+            at("http://h:10000"),
+            format!("http://h:10000/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("http://h:10000/"),
+            format!("http://h:10000/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("https://h/staging"),
+            format!("https://h/staging/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("https://h/staging/?x=1#f"),
+            format!("https://h/staging/api/v0/resources/{id}")
+        );
+    }
+
+    #[test]
+    fn ids() {
+        assert!(check_id("0123456789abcdef0123456789abcdef").is_ok());
+        assert!(check_id("7d3c9a2e-1b2c-4d5e-8f90-123456789abc").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b", "a%2F", "é"] {
+            assert!(check_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_trimmed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s");
+        std::fs::write(&p, "c2VjcmV0\n").unwrap();
+        assert_eq!(read_secret(&p).unwrap(), "c2VjcmV0");
+        std::fs::write(&p, " \n").unwrap();
+        assert!(read_secret(&p).unwrap_err().contains("is empty"));
+        std::fs::write(&p, "a\u{1}b").unwrap();
+        assert!(read_secret(&p).unwrap_err().contains("header"));
+        assert!(read_secret(&dir.path().join("missing"))
+            .unwrap_err()
+            .contains("cannot read"));
+        assert!(read_secret(dir.path())
+            .unwrap_err()
+            .contains("not a regular file"));
+    }
+}
