@@ -16,6 +16,7 @@
 //! one flat tar.gz bundle and prints the id and secret (or a Secret manifest).
 
 pub mod api;
+pub mod names;
 pub mod owners;
 pub mod server;
 pub mod store;

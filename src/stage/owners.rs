@@ -38,6 +38,7 @@ use tracing::{info, warn};
 use url::Url;
 
 use super::api::OWNER_TYPE_POD;
+use super::names::{check_dns_label, check_label_key, is_label_value};
 use super::store::BundleMeta;
 use crate::cli::ServeArgs;
 use crate::env_vars as env;
@@ -170,7 +171,7 @@ pub fn eligibility(meta: &BundleMeta, now_ms: u64, grace: Duration) -> Result<Ow
     if owner.labels.is_empty() {
         return Err(Skip::NoLabels);
     }
-    if !is_dns_label(&owner.namespace) {
+    if check_dns_label(&owner.namespace).is_err() {
         return Err(Skip::Invalid(format!(
             "its owner namespace {:?} is not a valid namespace name",
             owner.namespace
@@ -179,7 +180,7 @@ pub fn eligibility(meta: &BundleMeta, now_ms: u64, grace: Duration) -> Result<Ow
     if let Some((k, v)) = owner
         .labels
         .iter()
-        .find(|(k, v)| !is_label_key(k) || !is_label_value(v))
+        .find(|(k, v)| check_label_key(k).is_err() || !is_label_value(v))
     {
         return Err(Skip::Invalid(format!(
             "its owner label {k:?}={v:?} is not a valid Kubernetes label"
@@ -192,40 +193,6 @@ pub fn eligibility(meta: &BundleMeta, now_ms: u64, grace: Duration) -> Result<Ow
         namespace: owner.namespace.clone(),
         labels: owner.labels.clone(),
     })
-}
-
-/// A DNS-1123 label: what a namespace name is.
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    (1..=63).contains(&b.len())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-/// A label name part or value: at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
-fn is_label_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    (1..=63).contains(&b.len())
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-/// `[prefix/]name`, the prefix a DNS-1123 subdomain.
-fn is_label_key(s: &str) -> bool {
-    match s.split_once('/') {
-        None => is_label_name(s),
-        Some((prefix, name)) => {
-            prefix.len() <= 253 && prefix.split('.').all(is_dns_label) && is_label_name(name)
-        }
-    }
-}
-
-fn is_label_value(s: &str) -> bool {
-    s.is_empty() || is_label_name(s)
 }
 
 /// `{api}/api/v1/namespaces/{ns}/pods?labelSelector=…&limit=1[&continue=…]`; `api`
@@ -636,32 +603,6 @@ mod tests {
             assert_eq!(in_cluster_api(host, port).unwrap().as_str(), want, "{host}");
         }
         assert!(in_cluster_api("10.0.0.1", Some("x")).is_err());
-    }
-
-    #[test]
-    fn label_syntax() {
-        for ok in ["a", "app", "spark-app-selector", "example.com/app", "A_b.9"] {
-            assert!(is_label_key(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "-a",
-            "a-",
-            "a=b",
-            "a,b",
-            "Example.com/app",
-            "/a",
-            "a/",
-            &"x".repeat(64),
-        ] {
-            assert!(!is_label_key(bad), "{bad}");
-        }
-        assert!(is_label_value(""));
-        assert!(!is_label_value("x y"));
-        assert!(!is_label_value("v,k2=v2"));
-        assert!(is_dns_label("spark-jobs"));
-        assert!(!is_dns_label("Spark"));
-        assert!(!is_dns_label("a/b"));
     }
 
     fn meta(owner: &str, first_download_ms: Option<u64>) -> BundleMeta {

@@ -24,6 +24,7 @@ use tracing::{debug, error, info, warn};
 use url::Url;
 
 use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
+use super::names::{check_dns_label, check_dns_subdomain, check_label_key, is_label_value};
 use crate::cli::{StageKind, UploadArgs};
 use crate::env_vars as env;
 use crate::exit::ExitCode;
@@ -383,18 +384,7 @@ fn labels(given: &[String]) -> Result<BTreeMap<String, String>, Failure> {
             .split_once('=')
             .ok_or_else(|| bad("expected KEY=VALUE"))?;
         let (key, value) = (key.trim(), value.trim());
-        let (prefix, name) = match key.rsplit_once('/') {
-            Some((prefix, name)) => (Some(prefix), name),
-            None => (None, key),
-        };
-        if let Some(prefix) = prefix {
-            check_dns_subdomain(prefix).map_err(|why| bad(&format!("the key's prefix {why}")))?;
-        }
-        if name.is_empty() || !is_label_value(name) {
-            return Err(bad(
-                "the key's name must be 1-63 characters [A-Za-z0-9._-], starting and ending alphanumeric",
-            ));
-        }
+        check_label_key(key).map_err(|why| bad(&why))?;
         if !is_label_value(value) {
             return Err(bad(
                 "the value must be at most 63 characters [A-Za-z0-9._-], starting and ending alphanumeric",
@@ -408,49 +398,6 @@ fn labels(given: &[String]) -> Result<BTreeMap<String, String>, Failure> {
         }
     }
     Ok(labels)
-}
-
-/// A Kubernetes label value (also the name part of a key, when not empty).
-fn is_label_value(v: &str) -> bool {
-    if v.is_empty() {
-        return true;
-    }
-    let b = v.as_bytes();
-    v.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// An RFC 1123 label (a namespace name).
-fn check_dns_label(s: &str) -> Result<(), &'static str> {
-    let b = s.as_bytes();
-    if b.is_empty() || b.len() > 63 {
-        return Err("must be 1-63 characters");
-    }
-    if !b
-        .iter()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        || !b[0].is_ascii_alphanumeric()
-        || !b[b.len() - 1].is_ascii_alphanumeric()
-    {
-        return Err("must be lowercase letters, digits and '-', starting and ending alphanumeric");
-    }
-    Ok(())
-}
-
-/// An RFC 1123 subdomain (most Kubernetes object names).
-fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
-    if s.is_empty() || s.len() > 253 {
-        return Err("must be 1-253 characters");
-    }
-    for part in s.split('.') {
-        check_dns_label(part).map_err(|_| {
-            "must be lowercase letters, digits, '-' and '.', each part starting and ending alphanumeric"
-        })?;
-    }
-    Ok(())
 }
 
 /// Checks one FILES argument: a readable regular file whose name the archive rules
@@ -956,16 +903,6 @@ mod tests {
         }
         assert!(labels(&["a=b".into(), "a=c".into()]).is_err());
         assert!(labels(&["a=b".into(), "a=b".into()]).is_ok());
-    }
-
-    #[test]
-    fn kubernetes_names() {
-        assert!(check_dns_label("spark-apps").is_ok());
-        assert!(check_dns_label("Spark").is_err());
-        assert!(check_dns_label("-a").is_err());
-        assert!(check_dns_label(&"a".repeat(64)).is_err());
-        assert!(check_dns_subdomain("spark-init.app1").is_ok());
-        assert!(check_dns_subdomain("a..b").is_err());
     }
 
     #[test]
