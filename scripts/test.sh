@@ -64,3 +64,7 @@ cargo clippy --all-targets -- -D warnings
 # --all-targets: unit tests, then the integration binary (no empty doc-test run last).
 echo "==> cargo test --all-targets"
 cargo test --all-targets </dev/null
+
+# The benchmarks in quick mode (small sizes, the debug build): they still work.
+echo "==> bench/stage-downloads.sh --quick"
+SPARK_LOCALIZER_BIN="${PWD}/target/debug/spark-localizer" bash bench/stage-downloads.sh --quick </dev/null

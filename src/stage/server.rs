@@ -791,6 +791,9 @@ async fn download(
 
 /// The bundle's bytes as a response body; counts the download and marks the
 /// bundle used.
+/// Bytes read from the store per body chunk.
+const DOWNLOAD_CHUNK: usize = 64 * 1024;
+
 async fn bundle_body(
     st: &Arc<AppState>,
     meta: &BundleMeta,
@@ -810,15 +813,18 @@ async fn bundle_body(
         }
     }
     let counter = st.clone();
-    let stream = tokio_util::io::ReaderStream::new(reader).inspect(move |chunk| {
-        if let Ok(chunk) = chunk {
-            let n = chunk.len() as u64;
-            counter
-                .metrics
-                .download_bytes
-                .fetch_add(n, Ordering::Relaxed);
-        }
-    });
+    // 64 KiB reads: far fewer trips to the blocking pool than the default 4 KiB,
+    // and 200 downloads at once still hold only ~25 MiB of buffers.
+    let stream =
+        tokio_util::io::ReaderStream::with_capacity(reader, DOWNLOAD_CHUNK).inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                let n = chunk.len() as u64;
+                counter
+                    .metrics
+                    .download_bytes
+                    .fetch_add(n, Ordering::Relaxed);
+            }
+        });
     Ok(Body::from_stream(stream))
 }
 
