@@ -70,10 +70,13 @@ pub enum ChecksumsError {
 impl Checksums {
     /// Reads and parses the checksums file at `path`.
     pub fn load(path: &Path) -> Result<Checksums, ChecksumsError> {
-        let bytes = std::fs::read(path).map_err(|source| ChecksumsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes =
+            crate::fsutil::read_regular(path, crate::fsutil::CONFIG_LIMIT).map_err(|source| {
+                ChecksumsError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         Checksums::parse(text, &path.display().to_string())

@@ -134,6 +134,8 @@ pub struct StagingSettings {
     pub files_secret: Sourced<PathBuf>,
     /// CA files trusted for the staging server (besides the usual roots and --ca-cert).
     pub ca_files: Vec<CaFile>,
+    /// A server URL was given but is invalid (reported as a problem already).
+    pub uri_invalid: bool,
 }
 
 /// A configuration problem; always found before any network traffic (exit code 2).
@@ -437,6 +439,7 @@ fn staging_settings(
         }),
         None => keys::STAGING_URI.iter().find_map(|key| from_props(key)),
     };
+    let uri_given = declared.is_some();
     let uri = declared.and_then(|d| match parse_staging_uri(&d.value) {
         Ok(value) => Some(Sourced {
             value,
@@ -505,6 +508,7 @@ fn staging_settings(
             .collect()
     };
     StagingSettings {
+        uri_invalid: uri_given && uri.is_none(),
         uri,
         jars_secret,
         files_secret,

@@ -56,7 +56,7 @@ fn record_path(dir: &Path, name: &str) -> PathBuf {
 
 /// Reads the record of `name`, if there is a readable one.
 pub fn read_record(dir: &Path, name: &str) -> Option<Record> {
-    let text = std::fs::read(record_path(dir, name)).ok()?;
+    let text = crate::fsutil::read_regular(&record_path(dir, name), 1 << 20).ok()?;
     serde_json::from_slice(&text).ok()
 }
 

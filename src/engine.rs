@@ -519,7 +519,7 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
                 plan.artifacts
                     .iter()
                     .filter(in_dir)
-                    .any(|a| a.is_bundle() && r.uri_sha256 == dest::uri_digest(&a.uri))
+                    .any(|a| a.is_bundle() && r.uri_sha256 == a.record_digest())
             })
         };
         let wanted = plan.artifacts.iter().filter(in_dir).any(|a| a.name == name) || from_bundle();
@@ -556,7 +556,7 @@ fn verify_existing(a: &Artifact) -> Option<Outcome> {
     let good = match (&a.pin, &record) {
         (Some(pin), _) => *pin == digest,
         (None, Some(r)) => {
-            r.uri_sha256 == dest::uri_digest(&a.uri) && r.size == size && r.sha256 == hex_digest
+            r.uri_sha256 == a.record_digest() && r.size == size && r.sha256 == hex_digest
         }
         (None, None) => false,
     };

@@ -42,7 +42,8 @@ pub fn publish(
     };
     // symlink_metadata: a symlink planted at the name is never taken for the tree.
     let is_tree = std::fs::symlink_metadata(&unpack.into).is_ok_and(|md| md.is_dir());
-    if is_tree && std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == sha256) {
+    let recorded = crate::fsutil::read_regular(&marker, 1024).unwrap_or_default();
+    if is_tree && String::from_utf8_lossy(&recorded).trim() == sha256 {
         return Ok(Published::Kept);
     }
     let tmp = dest::temp_beside(&unpack.into, dest::UNPACK_SUFFIX);
@@ -98,7 +99,7 @@ fn read_marker(a: &Artifact) -> Option<BundleMarker> {
     let Target::Fetch { dir, .. } = &a.target else {
         return None;
     };
-    let text = std::fs::read(dest::unpacked_marker(dir, &a.name)).ok()?;
+    let text = crate::fsutil::read_regular(&dest::unpacked_marker(dir, &a.name), 16 << 20).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
@@ -157,7 +158,7 @@ pub fn publish_bundle(
             None => Ok(()),
         }
     };
-    let bundle_uri = dest::uri_digest(&a.uri);
+    let bundle_uri = a.record_digest();
     let old = read_marker(a);
     if let Some(marker) = old.as_ref().filter(|m| m.sha256 == sha256) {
         let intact = marker.entries.iter().all(|e| {

@@ -18,6 +18,7 @@ pub mod env_vars;
 pub mod exit;
 pub mod extract;
 pub mod fetch;
+pub mod fsutil;
 pub mod logging;
 pub mod output;
 pub mod plan;

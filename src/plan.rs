@@ -95,6 +95,16 @@ impl Artifact {
         }
     }
 
+    /// What identifies the artifact in state records: the URI without userinfo; for
+    /// a staging bundle its `staging://<id>`, whatever the server's address, so a
+    /// bundle kept from an earlier run is kept when the server is reached otherwise.
+    pub fn record_digest(&self) -> String {
+        match Url::parse(&self.shown) {
+            Ok(id) if self.is_bundle() => crate::dest::uri_digest(&id),
+            _ => crate::dest::uri_digest(&self.uri),
+        }
+    }
+
     /// Whether this is a staging bundle (unpacked flat).
     pub fn is_bundle(&self) -> bool {
         self.unpack.as_ref().is_some_and(|u| u.flat)
@@ -198,11 +208,18 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
         (Kind::Archive, &settings.archives, &settings.files_dir.value),
     ];
     let pins = UrlPins::new(settings);
+    let placeholder = Url::parse("http://staging.invalid/").expect("a valid URL");
     let mut matched_pins = std::collections::HashSet::new();
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
         for d in declared {
-            let staging = settings.staging.uri.as_ref().map(|u| &u.value);
+            // An invalid --staging-uri is reported on its own: plan against a stand-in.
+            let staging = settings
+                .staging
+                .uri
+                .as_ref()
+                .map(|u| &u.value)
+                .or(settings.staging.uri_invalid.then_some(&placeholder));
             match artifact(kind, d, dir, &real_dir, staging) {
                 Ok(mut a) => {
                     // local:// files are in the image: nothing to verify here.
@@ -353,6 +370,13 @@ fn artifact(
     let raw = d.uri.as_str();
     register_url_secrets(raw);
     let shown = redact_url(raw);
+    // The URL parser drops tabs and newlines silently: refuse them instead.
+    if raw.chars().any(char::is_control) {
+        return Err(format!(
+            "{} contains control characters (a newline or tab?)",
+            shown.escape_debug()
+        ));
+    }
     // A scheme is letters, digits, '+', '-', '.' before the first ':' (RFC 3986).
     // Spark also writes `file:/path` and `local:/path`; those parse as URLs too.
     let scheme_text = raw.split_once(':').map(|(s, _)| s).filter(|s| {

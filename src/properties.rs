@@ -63,10 +63,13 @@ impl Properties {
     /// it; invalid bytes become U+FFFD and a leading byte-order mark is
     /// skipped).
     pub fn load(path: &Path) -> Result<Properties, PropertiesError> {
-        let bytes = std::fs::read(path).map_err(|source| PropertiesError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes =
+            crate::fsutil::read_regular(path, crate::fsutil::CONFIG_LIMIT).map_err(|source| {
+                PropertiesError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let mut properties = parse_with_origin(text, &path.display().to_string())?;

@@ -53,9 +53,20 @@ impl Trace {
     }
 }
 
+/// The sha256 a staging server vouches for: its ETag is the bundle's sha256 (the
+/// original server sends none, and then there is nothing to compare).
+fn announced_sha256(a: &Artifact, validator: Option<&str>) -> Option<String> {
+    if a.scheme != Scheme::Staging {
+        return None;
+    }
+    let tag = validator?.trim().trim_start_matches("W/").trim_matches('"');
+    (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| tag.to_ascii_lowercase())
+}
+
 pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
     Record {
-        uri_sha256: dest::uri_digest(&a.uri),
+        uri_sha256: a.record_digest(),
         size,
         sha256: sha256.to_owned(),
     }
@@ -218,6 +229,19 @@ pub async fn fetch_one(
                     "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
                     a.shown,
                     hex::encode(pin)
+                ),
+            );
+            o.attempts = attempts;
+            return o;
+        }
+    }
+    if let Some(announced) = announced_sha256(a, t.validator.as_deref()) {
+        if announced != hex_digest {
+            let mut o = Outcome::failed(
+                ExitCode::Integrity,
+                format!(
+                    "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
+                    a.shown
                 ),
             );
             o.attempts = attempts;

@@ -640,8 +640,31 @@ pub(super) fn walk_tar<R: Read>(reader: R, sink: &mut dyn Entries) -> Result<(),
             }
         }
     }
-    Ok(())
+    // Read on to the end: a gzip stream's CRC and length are checked only there,
+    // so a corrupt or truncated .tar.gz is refused rather than unpacked. After the
+    // end-of-archive blocks only padding may follow (a tar record is 10 KiB).
+    let mut rest = archive.into_inner();
+    let mut buf = [0u8; 8192];
+    let mut trailing = 0u64;
+    loop {
+        match rest.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                trailing += n as u64;
+                if trailing > MAX_TRAILING {
+                    return Err(corrupt(io::Error::other(
+                        "more than 1 MiB of data after the end of the archive",
+                    )));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(corrupt(e)),
+        }
+    }
 }
+
+/// Bytes allowed after a tar's end-of-archive blocks (record padding).
+const MAX_TRAILING: u64 = 1 << 20;
 
 /// Zip symlinks (unix mode `S_IFLNK`, as written by Info-ZIP `-y`) are supported
 /// under the same rules as tar symlinks; the target is the entry's contents.

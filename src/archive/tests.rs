@@ -354,6 +354,57 @@ fn tar_gz_from_the_tar_crate() {
 }
 
 #[test]
+fn corrupt_or_truncated_gzip_is_refused_even_past_the_tar_end() {
+    // One file of incompressible bytes, so a flipped byte changes its contents
+    // (the tar walk itself would not notice): only the gzip CRC can tell.
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = Header::new_gnu();
+    let data: Vec<u8> = (0..100_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "payload.bin", &data[..])
+        .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar.into_inner().unwrap()).unwrap();
+    let good = gz.finish().unwrap();
+
+    let sb = Sandbox::new();
+    let ok = sb.archive_path("ok.tgz");
+    fs::write(&ok, &good).unwrap();
+    sb.unpack(&ok, &Limits::default()).unwrap();
+    let limits = Limits::default();
+    for (name, bytes) in [
+        ("flipped.tgz", {
+            let mut b = good.clone();
+            let mid = b.len() / 2;
+            b[mid] ^= 0x01;
+            b
+        }),
+        ("crc.tgz", {
+            let mut b = good.clone();
+            let at = b.len() - 6;
+            b[at] ^= 0xff;
+            b
+        }),
+        ("truncated.tgz", good[..good.len() - 8].to_vec()),
+    ] {
+        let sb = Sandbox::new();
+        let path = sb.archive_path(name);
+        fs::write(&path, &bytes).unwrap();
+        let err = sb.unpack(&path, &limits).unwrap_err();
+        assert!(matches!(err, ArchiveError::Corrupt { .. }), "{name}: {err}");
+        assert!(err.is_refusal());
+        let err = validate::validate_tar_gz(&path, &limits).unwrap_err();
+        assert!(
+            matches!(err, ArchiveError::Corrupt { .. }),
+            "{name} (validate): {err}"
+        );
+    }
+}
+
+#[test]
 fn archives_from_the_system_tar() {
     let src = TempDir::new().unwrap();
     let s = src.path();

@@ -66,9 +66,25 @@ impl Source for FileSource {
         let path = path_of(uri)?;
         let shown = redact_url(uri.as_str());
         let meta = meta(&shown, &path).await?;
-        let mut file = tokio::fs::File::open(&path)
+        // Non-blocking open: a fifo swapped in after the check above cannot hang us;
+        // what was opened must still be a regular file.
+        let mut file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
             .await
             .map_err(|e| io_error(&shown, e))?;
+        if !file
+            .metadata()
+            .await
+            .map_err(|e| io_error(&shown, e))?
+            .is_file()
+        {
+            return Err(SourceError::new(
+                FaultKind::Refused,
+                format!("{shown}: {} is not a regular file", path.display()),
+            ));
+        }
         // Like If-Range: resume only the same version, else send it all.
         let offset = if req.offset > 0 && req.validator == meta.validator {
             req.offset

@@ -86,10 +86,11 @@ const RESERVED_HEADERS: &[HeaderName] = &[
 
 /// Reads `Name: value` lines (`#` comments, blank lines ignored); registers values as secrets.
 pub fn load_header_file(path: &Path) -> Result<Vec<(HeaderName, HeaderValue)>, HttpSetupError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HttpSetupError::HeaderRead {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text =
+        crate::fsutil::read_config_text(path).map_err(|source| HttpSetupError::HeaderRead {
+            path: path.to_owned(),
+            source,
+        })?;
     let mut headers = Vec::new();
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (i, raw) in text.lines().enumerate() {
@@ -132,11 +133,13 @@ fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupErr
     }
     for ca in ca_files {
         use rustls_pki_types::pem::PemObject;
-        let data = std::fs::read(&ca.path).map_err(|source| HttpSetupError::CaRead {
-            path: ca.path.clone(),
-            origin: ca.origin.clone(),
-            source,
-        })?;
+        let data = crate::fsutil::read_regular(&ca.path, crate::fsutil::CONFIG_LIMIT).map_err(
+            |source| HttpSetupError::CaRead {
+                path: ca.path.clone(),
+                origin: ca.origin.clone(),
+                source,
+            },
+        )?;
         let mut added = 0;
         for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
             if roots.add(cert).is_ok() {

@@ -61,18 +61,14 @@ pub fn check_id(id: &str) -> Result<(), &'static str> {
 /// Reads a resource secret from its (mounted Secret) file: surrounding whitespace
 /// (a trailing newline) is dropped; registered for redaction.
 pub fn read_secret(path: &Path) -> Result<HeaderValue, String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > 64 * 1024 {
-        return Err(format!(
+    let raw = crate::fsutil::read_regular(path, 64 * 1024).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => format!(
             "{} is larger than 64 KiB: not a resource secret",
             path.display()
-        ));
-    }
-    let raw = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        ),
+        std::io::ErrorKind::InvalidInput => format!("{} is not a regular file", path.display()),
+        _ => format!("cannot read {}: {e}", path.display()),
+    })?;
     let text =
         String::from_utf8(raw).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
     let secret = text.trim();
@@ -174,7 +170,7 @@ fn explain(bundle: &Bundle, mut e: SourceError) -> SourceError {
             bundle.secret_file.display(),
             bundle.secret_origin
         ),
-        FaultKind::NotFound => "; the staging server does not have this bundle: the id is wrong, or the bundle expired (never downloaded within the server's --unused-ttl, or its owner pods are gone): upload it again".to_owned(),
+        FaultKind::NotFound => "; the staging server does not have this bundle: check the id and --staging-uri (its path prefix, if any); or the bundle expired (never downloaded within the server's --unused-ttl, or its owner pods are gone): upload it again".to_owned(),
         _ => String::new(),
     };
     if !hint.is_empty() {

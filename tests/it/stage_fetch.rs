@@ -483,3 +483,90 @@ fn one_upload_of_jars_and_files_feeds_fetch_through_the_secret_manifest() {
     assert_eq!(small.metric("uploads_total"), 1);
     assert_eq!(small.metric("bundles_stored"), 0);
 }
+
+#[test]
+fn damaged_bundles_are_refused_by_the_server_and_by_fetch() {
+    let work = tempfile::tempdir().unwrap();
+    let store = work.path().join("store");
+    let stage = Stage::start(&store, &[]);
+    let server = format!("http://{}", stage.addr);
+    // Incompressible contents: a flipped byte in the middle changes the file but
+    // still decodes; only the gzip CRC at the end tells.
+    let payload = data(8, 200_000);
+    let good = bundle(&[("payload.jar", &payload)]);
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x01;
+    let (content_type, body) = crate::stage_serve::multipart(&[
+        ("resources", "application/octet-stream", &flipped),
+        (
+            "resourcesOwner",
+            "application/json",
+            br#"{"namespace":"spark","labels":{},"ownerType":"Pod"}"#,
+        ),
+    ]);
+    let refused = stage.send(
+        "POST",
+        "/api/v0/resources",
+        &[("Content-Type", &content_type)],
+        &body,
+    );
+    assert_eq!(refused.status, 400, "{refused:?}");
+
+    // The stored bytes damaged behind the server's back: fetch checks them against
+    // the sha256 the server announces, and publishes nothing.
+    let (id, secret) = stage.stage(&good);
+    let stored = store.join("bundles").join(&id).join("bundle.tar.gz");
+    let mut bytes = std::fs::read(&stored).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&stored, &bytes).unwrap();
+    let sb = Sandbox::new();
+    let secret = sb.write("secret", &secret);
+    sb.fetch()
+        .args(["--staging-uri", &server, "--staging-jars-id", &id])
+        .args(["--staging-jars-secret-file", &s(&secret)])
+        .run()
+        .expect_code(4)
+        .expect_stderr("announced sha256");
+    assert!(!sb.jar("payload.jar").exists());
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn a_kept_bundle_survives_another_spelling_of_the_server_and_ids_are_checked_raw() {
+    let work = tempfile::tempdir().unwrap();
+    let stage = Stage::start(&work.path().join("store"), &[]);
+    let jars = write_files(&work.path().join("up"), &[("k.jar", &data(9, 4000))]);
+    let (id, secret) = upload(&stage, "jars", &[&jars[0]], &[]);
+    let sb = Sandbox::new();
+    let secret = sb.write("secret", &secret);
+    let fetch = |server: &str| {
+        sb.fetch()
+            .args(["--staging-uri", server, "--staging-jars-id", &id])
+            .args(["--staging-jars-secret-file", &s(&secret)])
+            .run()
+    };
+    fetch(&format!("http://{}", stage.addr)).expect_code(0);
+    stage.kill();
+    // The pod now reaches the server by another name, and the server is down: the
+    // kept bundle and its files are the same bundle, so nothing is fetched.
+    let run = fetch("http://127.0.0.1:1/staging");
+    run.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("k.jar")).unwrap(), data(9, 4000));
+
+    // A newline in an id is refused, not silently dropped by URL parsing.
+    sb.fetch()
+        .args(["--staging-uri", "http://127.0.0.1:1"])
+        .args(["--staging-jars-id", "ab\ncd"])
+        .run()
+        .expect_code(2)
+        .expect_stderr("control characters");
+    // An invalid --staging-uri is one error, not also "needs the staging server's URL".
+    let run = sb
+        .fetch()
+        .args(["--staging-uri", "ftp://x", "--staging-jars-id", &id])
+        .run();
+    run.expect_code(2);
+    assert!(!run.stderr.contains("needs the staging server"), "{run}");
+}

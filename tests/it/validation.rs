@@ -359,3 +359,50 @@ fn output_through_a_missing_dir_and_dotdot_onto_a_jar_is_a_collision() {
         &["--classpath-file", "a.jar"],
     );
 }
+
+#[test]
+fn a_fifo_for_any_input_file_is_refused_at_once_not_waited_on() {
+    let sb = Sandbox::new();
+    let fifo = sb.root.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let f = fifo.to_str().unwrap();
+    let secret = sb.write("secret", "s3cr3t");
+    let secret = secret.to_str().unwrap();
+    for args in [
+        vec!["--properties-file", f],
+        vec!["--checksums", f],
+        vec!["--ca-cert", f],
+        vec!["--http-header-file", f],
+        vec![
+            "--staging-uri",
+            "http://127.0.0.1:1",
+            "--staging-jars-id",
+            "abc",
+            "--staging-jars-secret-file",
+            f,
+        ],
+        vec![
+            "--staging-uri",
+            "https://127.0.0.1:1",
+            "--staging-jars-id",
+            "abc",
+            "--staging-jars-secret-file",
+            secret,
+            "--staging-ca-cert",
+            f,
+        ],
+    ] {
+        let run = sb.fetch().args(&args).arg("--deadline").arg("20s").run();
+        run.expect_code(2);
+        assert!(
+            run.elapsed < std::time::Duration::from_secs(10),
+            "{args:?} took {:?}",
+            run.elapsed
+        );
+        assert!(run.stderr.contains("not a regular file"), "{run}");
+    }
+}

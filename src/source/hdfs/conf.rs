@@ -110,7 +110,7 @@ impl HadoopConf {
 
 /// Reads a Hadoop `*-site.xml`: `<configuration><property><name/><value/>…`.
 fn read_site_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_config_text(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let doc = roxmltree::Document::parse(&text)
         .map_err(|e| format!("{} is not usable XML: {e}", path.display()))?;

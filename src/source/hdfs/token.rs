@@ -18,7 +18,6 @@ const HDFS_DELEGATION_TOKEN: &str = "HDFS_DELEGATION_TOKEN";
 
 /// Reads and checks every token in `path`.
 pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
-    use std::io::Read;
     // A regular file of Secret size: not a device, a FIFO or something huge.
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
     if !meta.is_file() {
@@ -30,13 +29,8 @@ pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
             meta.len()
         ));
     }
-    let mut data = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE + 1).read_to_end(&mut data))
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if data.len() as u64 > MAX_FILE {
-        return Err("it grew past the size of a token file".into());
-    }
+    let data =
+        crate::fsutil::read_regular(path, MAX_FILE).map_err(|e| format!("cannot read it: {e}"))?;
     parse(&data)
 }
 

@@ -33,7 +33,7 @@ impl SecretDir {
 
     fn read(&self, name: &str, required: bool) -> Result<Option<String>, SecretDirError> {
         let path = self.dir.join(name);
-        match std::fs::read_to_string(&path) {
+        match crate::fsutil::read_config_text(&path) {
             Ok(text) => {
                 let value = text.trim().to_owned();
                 if value.is_empty() {

@@ -458,7 +458,7 @@ impl S3Settings {
                     aws::ROLE_ARN
                 ));
             };
-            match std::fs::read_to_string(token_file) {
+            match crate::fsutil::read_config_text(Path::new(token_file)) {
                 // The token is a bearer credential: never in any output.
                 Ok(token) => crate::redact::register_secret(token.trim()),
                 Err(e) => {
@@ -506,7 +506,7 @@ impl S3Settings {
                     aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
                 ));
             };
-            if let Ok(token) = std::fs::read_to_string(token_file) {
+            if let Ok(token) = crate::fsutil::read_config_text(Path::new(token_file)) {
                 crate::redact::register_secret(token.trim());
             }
             return Ok((
