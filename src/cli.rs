@@ -170,6 +170,19 @@ pub struct ServeArgs {
     #[arg(long, env = env::STAGE_MAX_UPLOAD_BYTES, default_value_t = 1 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_upload_bytes: u64,
 
+    /// Refuse (400) an upload whose bundle unpacks to more than this many bytes
+    /// (fetch needs the same --archive-max-bytes to unpack it).
+    #[arg(long, env = env::STAGE_ARCHIVE_MAX_BYTES, default_value_t = 8 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub archive_max_bytes: u64,
+
+    /// Refuse (400) an upload whose bundle has more entries than this.
+    #[arg(long, env = env::STAGE_ARCHIVE_MAX_ENTRIES, default_value_t = 200_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub archive_max_entries: u64,
+
+    /// Refuse (400) an upload whose bundle unpacks to more than this many times its size.
+    #[arg(long, env = env::STAGE_ARCHIVE_MAX_RATIO, default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub archive_max_ratio: u64,
+
     /// Delete a bundle that nobody downloaded within this long after its upload.
     #[arg(long, env = env::STAGE_UNUSED_TTL, default_value = "30m", value_parser = positive_duration, value_name = "DURATION")]
     pub unused_ttl: Duration,

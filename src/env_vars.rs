@@ -122,3 +122,8 @@ pub mod aws {
         EC2_METADATA_SERVICE_ENDPOINT,
     ];
 }
+
+/// `stage serve`: the archive limits uploads are checked against.
+pub const STAGE_ARCHIVE_MAX_BYTES: &str = "SPARK_LOCALIZER_STAGE_ARCHIVE_MAX_BYTES";
+pub const STAGE_ARCHIVE_MAX_ENTRIES: &str = "SPARK_LOCALIZER_STAGE_ARCHIVE_MAX_ENTRIES";
+pub const STAGE_ARCHIVE_MAX_RATIO: &str = "SPARK_LOCALIZER_STAGE_ARCHIVE_MAX_RATIO";

@@ -35,13 +35,16 @@ pub const RESOURCE_ID_HEX_LEN: usize = 32;
 /// Random bytes in a resource secret (256 bits, sent as unpadded base64url).
 pub const RESOURCE_SECRET_BYTES: usize = 32;
 
-/// The only owner type the v0 API defines.
+/// The owner type the v0 API defines, and the only one owner checks understand.
 pub const OWNER_TYPE_POD: &str = "Pod";
+/// Longest `ownerType` accepted (as long as a Kubernetes name may be).
+pub const OWNER_TYPE_MAX_LEN: usize = 253;
 
 /// Who the bundle is for: pods in `namespace` matching `labels`.
 ///
 /// Both spellings are read: this crate's `namespace`/`labels` and the original
-/// clients' `ownerNamespace`/`ownerLabels`; a missing `ownerType` means `Pod`.
+/// clients' `ownerNamespace`/`ownerLabels`; a missing `ownerType` means `Pod`. Any
+/// other `ownerType` is kept as given (such bundles are never owner-checked).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceOwner {
     #[serde(alias = "ownerNamespace")]
@@ -64,10 +67,20 @@ impl ResourceOwner {
         if owner.namespace.trim().is_empty() {
             return Err(format!("part '{PART_OWNER}' has an empty namespace"));
         }
-        if !owner.owner_type.eq_ignore_ascii_case(OWNER_TYPE_POD) {
+        let owner_type = &owner.owner_type;
+        if owner_type.trim().is_empty() {
             return Err(format!(
-                "part '{PART_OWNER}' has ownerType {:?}; only {OWNER_TYPE_POD:?} is supported",
-                owner.owner_type.escape_debug().to_string()
+                "part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})"
+            ));
+        }
+        if owner_type.len() > OWNER_TYPE_MAX_LEN {
+            return Err(format!(
+                "part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes"
+            ));
+        }
+        if owner_type.chars().any(char::is_control) {
+            return Err(format!(
+                "part '{PART_OWNER}' has an ownerType with control characters"
             ));
         }
         Ok(owner)
@@ -134,14 +147,25 @@ mod tests {
         for (json, needle) in [
             (&br#"{"labels":{}}"#[..], "namespace"),
             (br#"{"namespace":" "}"#, "empty namespace"),
-            (
-                br#"{"namespace":"n","ownerType":"Deployment"}"#,
-                "only \"Pod\"",
-            ),
+            (br#"{"namespace":"n","ownerType":""}"#, "empty ownerType"),
+            (br#"{"namespace":"n","ownerType":" "}"#, "empty ownerType"),
+            (br#"{"namespace":"n","ownerType":"a\nb"}"#, "control"),
             (b"not json", "not a valid owner JSON"),
         ] {
             let err = ResourceOwner::parse(json).unwrap_err();
             assert!(err.contains(needle), "{err}");
+        }
+        let long = format!(r#"{{"namespace":"n","ownerType":"{}"}}"#, "x".repeat(254));
+        let err = ResourceOwner::parse(long.as_bytes()).unwrap_err();
+        assert!(err.contains("longer than 253"), "{err}");
+    }
+
+    #[test]
+    fn other_owner_types_are_kept_as_given() {
+        for owner_type in ["Deployment", "pod", "Pod", "x".repeat(253).as_str()] {
+            let json = format!(r#"{{"namespace":"n","ownerType":"{owner_type}"}}"#);
+            let owner = ResourceOwner::parse(json.as_bytes()).unwrap();
+            assert_eq!(owner.owner_type, owner_type);
         }
     }
 

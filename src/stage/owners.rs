@@ -42,6 +42,7 @@ use super::names::{check_dns_label, check_label_key, is_label_value};
 use super::store::BundleMeta;
 use crate::cli::ServeArgs;
 use crate::env_vars as env;
+use crate::fsutil::{read_config_text, read_regular, CONFIG_LIMIT};
 use crate::redact::{error_chain, register_secret};
 
 /// The service account token Kubernetes mounts in every pod.
@@ -107,6 +108,11 @@ pub enum QueryError {
     Status { status: StatusCode, hint: String },
     #[error("the Kubernetes API's answer is not a pod list")]
     Body(#[source] serde_json::Error),
+    #[error("the Kubernetes API's answer is not a pod list (kind {kind:?}, apiVersion {api_version:?}); is --kube-api a Kubernetes API server?")]
+    NotPodList {
+        kind: String,
+        api_version: Option<String>,
+    },
     #[error("the Kubernetes API's answer is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
     #[error("the Kubernetes API kept answering empty pages ({MAX_PAGES})")]
@@ -240,9 +246,30 @@ pub fn in_cluster_api(host: &str, port: Option<&str>) -> Result<Url, OwnerSetupE
 /// The part of a pod list that matters.
 #[derive(Deserialize)]
 struct PodList {
+    kind: String,
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
     items: Vec<serde::de::IgnoredAny>,
     #[serde(default)]
     metadata: ListMeta,
+}
+
+impl PodList {
+    /// A `kind: PodList` (`apiVersion: v1` when given) with an `items` array; anything
+    /// else (a `Status`, another list, an HTML page) is an error, never "no pods".
+    fn parse(body: &[u8]) -> Result<PodList, QueryError> {
+        let list: PodList = serde_json::from_slice(body).map_err(QueryError::Body)?;
+        let v1 = list.api_version.as_deref().is_none_or(|v| v == "v1");
+        if list.kind != "PodList" || !v1 {
+            // Shown in the log: at most a few dozen characters of them.
+            let short = |s: &str| s.chars().take(64).collect::<String>();
+            return Err(QueryError::NotPodList {
+                kind: short(&list.kind),
+                api_version: list.api_version.as_deref().map(short),
+            });
+        }
+        Ok(list)
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -417,12 +444,14 @@ impl OwnerChecker {
         let Some(path) = &self.token_file else {
             return Ok(None);
         };
-        let text = tokio::fs::read_to_string(path)
+        let file = path.clone();
+        let read = tokio::task::spawn_blocking(move || read_config_text(&file))
             .await
-            .map_err(|source| QueryError::Token {
-                path: path.clone(),
-                source,
-            })?;
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let text = read.map_err(|source| QueryError::Token {
+            path: path.clone(),
+            source,
+        })?;
         let token = text.trim();
         if token.is_empty() {
             return Err(QueryError::EmptyToken { path: path.clone() });
@@ -469,7 +498,7 @@ impl OwnerChecker {
                 }
                 body.extend_from_slice(&chunk);
             }
-            let list: PodList = serde_json::from_slice(&body).map_err(QueryError::Body)?;
+            let list = PodList::parse(&body)?;
             if !list.items.is_empty() {
                 return Ok(true);
             }
@@ -498,7 +527,7 @@ fn status_hint(status: StatusCode, namespace: &str) -> String {
 
 /// Fails early, naming the file, when the token cannot be read.
 fn check_token(path: &Path, origin: &'static str) -> Result<PathBuf, OwnerSetupError> {
-    std::fs::read(path).map_err(|source| OwnerSetupError::TokenRead {
+    read_config_text(path).map_err(|source| OwnerSetupError::TokenRead {
         path: path.to_owned(),
         origin,
         source,
@@ -513,10 +542,11 @@ fn client(ca: Option<&Path>) -> Result<reqwest::Client, OwnerSetupError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca {
         Some(path) => {
-            let data = std::fs::read(path).map_err(|source| OwnerSetupError::CaRead {
-                path: path.to_owned(),
-                source,
-            })?;
+            let data =
+                read_regular(path, CONFIG_LIMIT).map_err(|source| OwnerSetupError::CaRead {
+                    path: path.to_owned(),
+                    source,
+                })?;
             for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
                 let _ = roots.add(cert);
             }
@@ -664,24 +694,31 @@ mod tests {
 
     #[test]
     fn pod_list_answers() {
-        let empty: PodList = serde_json::from_str(
-            r#"{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":[]}"#,
+        let empty =
+            PodList::parse(br#"{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":[]}"#)
+                .unwrap();
+        assert!(empty.items.is_empty() && empty.metadata.continue_token.is_none());
+        let paged =
+            PodList::parse(br#"{"kind":"PodList","metadata":{"continue":"abc"},"items":[]}"#)
+                .unwrap();
+        assert_eq!(paged.metadata.continue_token.as_deref(), Some("abc"));
+        let one = PodList::parse(
+            br#"{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"p"}}]}"#,
         )
         .unwrap();
-        assert!(empty.items.is_empty() && empty.metadata.continue_token.is_none());
-        let paged: PodList =
-            serde_json::from_str(r#"{"metadata":{"continue":"abc"},"items":[]}"#).unwrap();
-        assert_eq!(paged.metadata.continue_token.as_deref(), Some("abc"));
-        let one: PodList =
-            serde_json::from_str(r#"{"items":[{"metadata":{"name":"p"}}]}"#).unwrap();
         assert_eq!(one.items.len(), 1);
-        // Not a list: never read as "no pods".
+        // Not a pod list: never read as "no pods".
         for bad in [
             r#"{"kind":"Status","code":500}"#,
-            r#"{"items":null}"#,
+            r#"{"kind":"PodList","items":null}"#,
+            r#"{"kind":"PodList","metadata":{}}"#,
+            r#"{"items":[]}"#,
+            r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}"#,
+            r#"{"kind":"PodList","apiVersion":"v2","items":[]}"#,
+            r#"{"kind":null,"items":[]}"#,
             "<html>",
         ] {
-            assert!(serde_json::from_str::<PodList>(bad).is_err(), "{bad}");
+            assert!(PodList::parse(bad.as_bytes()).is_err(), "{bad}");
         }
     }
 }

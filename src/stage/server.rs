@@ -8,15 +8,16 @@
 //! - Uploads answer 201. Part content types are not checked (clients send the owner
 //!   JSON as `application/json` or `text/plain`); unknown parts are skipped.
 //! - A refused upload answers JSON `{"error": ...}`: 400 for a malformed body, a part
-//!   missing or repeated, data that is not gzip, or an archive entry that
-//!   [`crate::archive`] refuses; 413 past `--max-upload-bytes`. The rest of a refused
+//!   missing or repeated, data that is not gzip, or an archive that [`crate::archive`]
+//!   refuses (with the `--archive-max-*` limits of `stage serve`); 413 past `--max-upload-bytes`. The rest of a refused
 //!   body is read and discarded for a few seconds, so a client still sending reads the
 //!   answer rather than a connection reset.
 //! - Downloads carry `ETag` (the quoted sha256), [`api::HEADER_SHA256`] and
 //!   `Accept-Ranges`; one `bytes=` range is served as 206 (honouring `If-Range`),
 //!   a range past the end is 416, several ranges get the whole bundle.
 //! - Logs: one line per request (method, path, status, bytes in and out, duration);
-//!   never a header value, so never a secret.
+//!   never a header value, so never a secret, and a resource path's segment that is
+//!   not a valid id (a secret sent in its place) shows as `<not an id>`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -54,6 +55,7 @@ use crate::archive::{self, Limits};
 use crate::cli::ServeArgs;
 use crate::config::Origin;
 use crate::exit::ExitCode;
+use crate::fsutil::{read_regular, CONFIG_LIMIT};
 use crate::redact::error_chain;
 use crate::source::s3::settings::S3Settings;
 
@@ -119,7 +121,11 @@ async fn start(args: &ServeArgs) -> Result<(), Failure> {
         },
         owners,
         max_upload: args.max_upload_bytes,
-        limits: Limits::default(),
+        limits: Limits {
+            max_bytes: args.archive_max_bytes,
+            max_entries: args.archive_max_entries,
+            max_ratio: args.archive_max_ratio,
+        },
         rng: rustls::crypto::aws_lc_rs::default_provider().secure_random,
     });
     let stored = state.store.list().await.map(|l| l.len()).unwrap_or(0);
@@ -199,12 +205,19 @@ fn s3_credentials_dir(args: &ServeArgs) -> Option<(PathBuf, Origin)> {
     Some((dir, origin))
 }
 
-/// A rustls server configuration from PEM files (HTTP/1.1 over ALPN).
+/// A rustls server configuration from PEM files (HTTP/1.1 over ALPN). Each file
+/// must be a regular file (a fifo is refused rather than waited on).
 fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+    let read = |flag: &str, path: &Path| {
+        read_regular(path, CONFIG_LIMIT)
+            .map_err(|e| format!("{flag} {}: cannot read: {e}", path.display()))
+    };
+    let cert_pem = read("--tls-cert", cert)?;
+    let key_pem = read("--tls-key", key)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
     if chain.is_empty() {
         return Err(format!(
@@ -212,7 +225,7 @@ fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, Stri
             cert.display()
         ));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key)
+    let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -1096,7 +1109,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
 async fn log_request(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    let path = logged_path(req.uri().path());
     let received = Arc::new(AtomicU64::new(0));
     let counter = received.clone();
     let req = req.map(|body| {
@@ -1129,6 +1142,20 @@ async fn log_request(req: Request, next: Next) -> Response {
             },
         })
     })
+}
+
+/// What the log shows of a request path: a resource path's segment that is not a
+/// valid id (say, a secret pasted in its place) is shown as `<not an id>`.
+fn logged_path(path: &str) -> String {
+    let resource = path
+        .strip_prefix(api::RESOURCES_PATH)
+        .and_then(|rest| rest.strip_prefix('/'));
+    match resource {
+        Some(rest) if !rest.is_empty() && !api::is_resource_id(rest) => {
+            format!("{}/<not an id>", api::RESOURCES_PATH)
+        }
+        _ => path.to_owned(),
+    }
 }
 
 struct CountedBody {
@@ -1284,6 +1311,31 @@ mod tests {
             max_ttl: Duration::from_secs(7200),
         };
         assert_eq!(long.sweep_interval(), SWEEP_MAX_INTERVAL);
+    }
+
+    #[test]
+    fn logged_paths_hide_what_is_not_an_id() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let cases = [
+            (
+                format!("/api/v0/resources/{id}"),
+                format!("/api/v0/resources/{id}"),
+            ),
+            ("/api/v0/resources".into(), "/api/v0/resources".into()),
+            ("/api/v0/resources/".into(), "/api/v0/resources/".into()),
+            (
+                "/api/v0/resources/q1w2e3-SECRET_x".into(),
+                "/api/v0/resources/<not an id>".into(),
+            ),
+            (
+                format!("/api/v0/resources/{id}/SECRET"),
+                "/api/v0/resources/<not an id>".into(),
+            ),
+            ("/healthz".into(), "/healthz".into()),
+        ];
+        for (path, want) in cases {
+            assert_eq!(logged_path(&path), want, "{path}");
+        }
     }
 
     #[test]

@@ -423,7 +423,7 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
         .ok_or_else(|| bad("its name is not valid UTF-8"))?
         .to_owned();
     entry_name_ok(&name).map_err(|why| bad(&format!("its name {name:?} {why}")))?;
-    File::open(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
+    open_regular(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
     Ok((
         Member {
             path: path.to_owned(),
@@ -431,6 +431,23 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
         },
         meta.len(),
     ))
+}
+
+/// Opens `path` for reading without blocking (a fifo swapped in after the checks
+/// opens at once instead of waiting for a writer) and only if it is a regular file.
+fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is no longer a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// The name rules of the localizer's destinations plus those of the archive
@@ -696,14 +713,8 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, member: &Member) -> io::Result<()
     let context = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("{}: {what}: {e}", member.path.display()))
     };
-    let file = File::open(&member.path).map_err(|e| context("cannot open", e))?;
+    let file = open_regular(&member.path).map_err(|e| context("cannot open", e))?;
     let meta = file.metadata().map_err(|e| context("cannot stat", e))?;
-    if !meta.is_file() {
-        return Err(io::Error::other(format!(
-            "{}: is no longer a regular file",
-            member.path.display()
-        )));
-    }
     let len = meta.len();
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(tar::EntryType::Regular);
@@ -872,6 +883,24 @@ fn secret_manifest(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("app.jar");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = open_regular(&fifo).unwrap_err();
+        assert!(err.to_string().contains("regular file"), "{err}");
+        let file = dir.path().join("lib.jar");
+        std::fs::write(&file, b"jar").unwrap();
+        let mut text = String::new();
+        open_regular(&file)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "jar");
+    }
 
     #[test]
     fn server_urls() {

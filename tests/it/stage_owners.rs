@@ -7,7 +7,8 @@
 //! or `k==v`, comma-separated: what the staging server sends; anything else is a
 //! 400), and pages with `limit`/`continue` the way an etcd-backed list does: a page
 //! covers `limit` pods of the namespace before filtering, so a page can come back
-//! empty with a `continue` token. It can be told to answer a status or garbage.
+//! empty with a `continue` token. It can be told to answer a status, garbage, or a
+//! JSON body that is not a pod list.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use crate::stage_serve::{bundle, multipart, Stage};
+use crate::stage_serve::{bundle, mkfifo, multipart, serve_must_exit, Stage};
 use crate::support::pki::Pki;
 use crate::support::{wait_for, BIN};
 
@@ -29,6 +30,8 @@ enum Fault {
     Status(u16),
     /// 200 with a body that is not a pod list.
     Garbage,
+    /// 200 with this JSON body (well-formed, but not a pod list).
+    Json(&'static str),
 }
 
 struct Pod {
@@ -196,6 +199,7 @@ fn answer<B>(state: &Mutex<KubeState>, req: &Request<B>) -> Response<String> {
                 .body("<html>proxy error page</html>".to_owned())
                 .unwrap()
         }
+        Some(Fault::Json(body)) => return json_answer(200, body.to_owned()),
         None => {}
     }
     let Some(terms) = parse_selector(&selector) else {
@@ -441,6 +445,69 @@ fn api_errors_delete_nothing_and_the_token_is_re_read() {
 }
 
 #[test]
+fn answers_that_are_not_pod_lists_delete_nothing() {
+    let kube = FakeKube::start("tok-L", None);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    write_token(&token, "tok-L");
+    let api = format!("http://{}", kube.addr);
+    let stage = start_stage(&dir.path().join("store"), &api, &token, &[]);
+    let orphan = upload(&stage, DRIVER_OWNER);
+    let errors = |n| wait_for(WAIT, || stage.metric("owner_check_errors_total") >= n);
+    download(&stage, &orphan);
+    // No pod matches the owner: only the shape of the answer keeps the bundle.
+    for body in [
+        r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}"#,
+        r#"{"items":[]}"#,
+        r#"{"kind":"PodList","apiVersion":"v2","metadata":{},"items":[]}"#,
+        r#"{"kind":"PodList","apiVersion":"v1","metadata":{}}"#,
+    ] {
+        kube.set_fault(Some(Fault::Json(body)));
+        let so_far = stage.metric("owner_check_errors_total");
+        assert!(errors(so_far + 2), "{body}: {}", stage.stderr_text());
+        assert!(present(&stage, &orphan), "{body}: {}", stage.stderr_text());
+    }
+    assert_eq!(stage.metric("expirations_total"), 0);
+    // A real (empty) pod list: now it goes.
+    kube.set_fault(None);
+    assert!(
+        wait_for(WAIT, || !present(&stage, &orphan)),
+        "{}",
+        stage.stderr_text()
+    );
+    let (code, stderr) = stage.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(r#"not a pod list (kind "ServiceList""#),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_token_file_swapped_for_a_fifo_fails_the_check_without_hanging() {
+    let kube = FakeKube::start("tok-F", None);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    write_token(&token, "tok-F");
+    let api = format!("http://{}", kube.addr);
+    let stage = start_stage(&dir.path().join("store"), &api, &token, &[]);
+    let orphan = upload(&stage, DRIVER_OWNER);
+    download(&stage, &orphan);
+    let fifo = dir.path().join("token.fifo");
+    mkfifo(&fifo);
+    std::fs::rename(&fifo, &token).unwrap();
+    assert!(
+        wait_for(WAIT, || stage.metric("owner_check_errors_total") >= 2),
+        "{}",
+        stage.stderr_text()
+    );
+    assert!(present(&stage, &orphan));
+    let (code, stderr) = stage.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
+
+#[test]
 fn owner_checks_over_tls_trust_only_the_given_ca() {
     let pki = Pki::new();
     let kube = FakeKube::start("tok-tls", Some(pki.server_config()));
@@ -543,5 +610,42 @@ fn owner_check_configuration() {
         let (code, stderr) = serve(args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+
+    // A fifo is refused at once (not waited on for a writer).
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let token = dir.path().join("token");
+    write_token(&token, "tok");
+    let fifo_cases: [(&[&str], &str); 2] = [
+        (
+            &[
+                "--kube-api",
+                "http://127.0.0.1:1",
+                "--kube-token-file",
+                fifo.to_str().unwrap(),
+            ],
+            "--kube-token-file",
+        ),
+        (
+            &[
+                "--kube-api",
+                "https://127.0.0.1:1",
+                "--kube-token-file",
+                token.to_str().unwrap(),
+                "--kube-ca-cert",
+                fifo.to_str().unwrap(),
+            ],
+            "--kube-ca-cert",
+        ),
+    ];
+    for (args, flag) in fifo_cases {
+        let (code, stderr) =
+            serve_must_exit(&dir.path().join("store"), args, Duration::from_secs(10));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("not a regular file"),
+            "{args:?}: {stderr}"
+        );
     }
 }

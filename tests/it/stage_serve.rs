@@ -314,6 +314,53 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     gz.finish().unwrap()
 }
 
+/// Makes a fifo at `path` (nobody ever writes to it).
+pub(crate) fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// Runs `stage serve ARGS` on `store`, which must exit (not start) within `within`:
+/// its exit code and stderr. Killed and failed when it hangs.
+pub(crate) fn serve_must_exit(store: &Path, args: &[&str], within: Duration) -> (i32, String) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["stage", "serve", "--listen", "127.0.0.1:0", "--store"])
+        .arg(store)
+        .args(args);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("SPARK_LOCALIZER_")
+            || name == "RUST_LOG"
+            || name.starts_with("KUBERNETES_SERVICE_")
+        {
+            cmd.env_remove(&name);
+        }
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .expect("spawn spark-localizer stage serve");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "stage serve {args:?} still running after {within:?}\n{}",
+                std::fs::read_to_string(log.path()).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(log.path()).unwrap();
+    (status.code().unwrap_or(-1), stderr)
+}
+
 fn entries(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -719,4 +766,146 @@ fn bad_tls_files_are_usage_errors_naming_the_flag() {
         .output()
         .unwrap();
     assert_eq!(only_cert.status.code(), Some(2));
+}
+
+#[test]
+fn fifo_tls_files_are_refused_at_once() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = pki.write_leaf(dir.path());
+    let fifo = dir.path().join("fifo.pem");
+    mkfifo(&fifo);
+    let store = dir.path().join("store");
+    for (cert, key, flag) in [(&fifo, &key, "--tls-cert"), (&cert, &fifo, "--tls-key")] {
+        let args = [
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ];
+        let (code, stderr) = serve_must_exit(&store, &args, Duration::from_secs(10));
+        assert_eq!(code, 2, "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} {}", fifo.display()))
+                && stderr.contains("not a regular file"),
+            "{flag}: {stderr}"
+        );
+    }
+}
+
+/// A bundle of one repetitive 4 MiB CSV: it unpacks to over 300 times its size.
+fn compressible_bundle() -> Vec<u8> {
+    let csv = "id,name,value\n1,a,0\n".repeat((4 << 20) / 20);
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(csv.len() as u64);
+    header.set_mode(0o644);
+    builder
+        .append_data(&mut header, "data.csv", csv.as_bytes())
+        .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&builder.into_inner().unwrap()).unwrap();
+    let bundle = gz.finish().unwrap();
+    assert!(csv.len() > 300 * bundle.len(), "{}", bundle.len());
+    bundle
+}
+
+#[test]
+fn archive_limits_are_serve_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let payload = compressible_bundle();
+    let stage = Stage::start(&dir.path().join("a"), &[]);
+    let refused = stage.upload(&payload, false);
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(
+        refused.error().contains("compression ratio")
+            && refused.error().contains("--archive-max-ratio"),
+        "{refused:?}"
+    );
+    drop(stage);
+
+    let stage = Stage::start(&dir.path().join("b"), &["--archive-max-ratio", "5000"]);
+    let (id, secret) = stage.stage(&payload);
+    let got = stage.get(
+        &format!("/api/v0/resources/{id}"),
+        &[("Authorization", &secret)],
+    );
+    assert_eq!(got.status, 200);
+    assert!(got.body == payload, "bundle differs");
+    drop(stage);
+
+    // The other two, through their environment twins.
+    let env = [
+        ("SPARK_LOCALIZER_STAGE_ARCHIVE_MAX_ENTRIES", "1"),
+        ("SPARK_LOCALIZER_STAGE_ARCHIVE_MAX_BYTES", "1000"),
+    ];
+    let stage = Stage::start_with_env(&dir.path().join("c"), &[], &env);
+    let two = stage.upload(&bundle(&[("a", b"a"), ("b", b"b")]), false);
+    assert_eq!(two.status, 400, "{two:?}");
+    assert!(two.error().contains("--archive-max-entries"), "{two:?}");
+    let big = stage.upload(&bundle(&[("a", &data(7, 2000))]), false);
+    assert_eq!(big.status, 400, "{big:?}");
+    assert!(big.error().contains("--archive-max-bytes"), "{big:?}");
+    assert_eq!(stage.metric("uploads_total"), 0);
+}
+
+#[test]
+fn owner_types_other_than_pod_are_stored_as_given() {
+    let store = tempfile::tempdir().unwrap();
+    let stage = Stage::start(store.path(), &[]);
+    let payload = bundle(&[("a.txt", b"a")]);
+    let post = |owner: &str| {
+        let (content_type, body) = multipart(&[
+            ("resources", "application/octet-stream", &payload),
+            ("resourcesOwner", "application/json", owner.as_bytes()),
+        ]);
+        stage.send(
+            "POST",
+            "/api/v0/resources",
+            &[("Content-Type", &content_type)],
+            &body,
+        )
+    };
+    for owner_type in ["Deployment", "pod"] {
+        let owner =
+            format!(r#"{{"namespace":"spark","labels":{{"app":"x"}},"ownerType":"{owner_type}"}}"#);
+        let reply = post(&owner);
+        assert_eq!(reply.status, 201, "{owner_type}: {reply:?}");
+        let id = reply.json()["resourceId"].as_str().unwrap().to_owned();
+        let meta =
+            std::fs::read_to_string(store.path().join("bundles").join(&id).join("meta.json"))
+                .unwrap();
+        let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+        assert_eq!(meta["owner"]["ownerType"], owner_type, "{meta}");
+    }
+    let empty = post(r#"{"namespace":"spark","labels":{"app":"x"},"ownerType":""}"#);
+    assert_eq!(empty.status, 400, "{empty:?}");
+    assert!(empty.error().contains("empty ownerType"), "{empty:?}");
+}
+
+#[test]
+fn a_secret_in_place_of_an_id_is_not_logged() {
+    let store = tempfile::tempdir().unwrap();
+    let stage = Stage::start(store.path(), &[]);
+    let (id, secret) = stage.stage(&bundle(&[("a.txt", b"a")]));
+    // Id and secret swapped.
+    let swapped = stage.get(
+        &format!("/api/v0/resources/{secret}"),
+        &[("Authorization", &id)],
+    );
+    assert_eq!(swapped.status, 404, "{swapped:?}");
+    let deeper = stage.send(
+        "DELETE",
+        &format!("/api/v0/resources/{id}/{secret}"),
+        &[],
+        &[],
+    );
+    assert_eq!(deeper.status, 404, "{deeper:?}");
+    let (code, stderr) = stage.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains(&secret), "the secret leaked:\n{stderr}");
+    assert!(
+        stderr.contains("path=/api/v0/resources/<not an id> status=404"),
+        "{stderr}"
+    );
 }

@@ -240,7 +240,10 @@ fn refusals_before_any_traffic_exit_2() {
     let dup = files(&other, &[("ok.jar", b"y")]);
     let reserved = files(dir.path(), &[(".spark-localizer-x", b"z")]);
     let missing = dir.path().join("missing.jar");
+    let fifo = dir.path().join("fifo.jar");
+    crate::stage_serve::mkfifo(&fifo);
     for (case, paths, needle) in [
+        ("fifo", vec![fifo.clone()], "not a regular file"),
         (
             "directory",
             vec![ok[0].clone(), other.clone()],
