@@ -644,6 +644,8 @@ mod tests {
 
     #[test]
     fn env_then_web_identity_then_instance() {
+        let token = tempfile::NamedTempFile::new().unwrap();
+        let token = token.path().to_str().unwrap();
         let s = settings(
             "",
             &[(aws::ACCESS_KEY_ID, "EK"), (aws::SECRET_ACCESS_KEY, "ES")],
@@ -655,7 +657,7 @@ mod tests {
         let s = settings(
             "",
             &[
-                (aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null"),
+                (aws::WEB_IDENTITY_TOKEN_FILE, token),
                 (aws::ROLE_ARN, "arn:aws:iam::1:role/r"),
             ],
         );
@@ -663,7 +665,7 @@ mod tests {
             s.resolve("b").unwrap().credentials,
             Credentials::WebIdentity { .. }
         ));
-        let s = settings("", &[(aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null")]);
+        let s = settings("", &[(aws::WEB_IDENTITY_TOKEN_FILE, token)]);
         assert!(s.resolve("b").unwrap_err()[0].contains("AWS_ROLE_ARN"));
         let s = settings("", &[]);
         assert!(matches!(
@@ -747,6 +749,8 @@ mod tests {
 
     #[test]
     fn hostile_values_are_configuration_errors() {
+        let token = tempfile::NamedTempFile::new().unwrap();
+        let token = token.path().to_str().unwrap();
         for (env, why) in [
             (
                 vec![
@@ -757,7 +761,7 @@ mod tests {
             ),
             (
                 vec![
-                    (aws::WEB_IDENTITY_TOKEN_FILE, "/dev/null"),
+                    (aws::WEB_IDENTITY_TOKEN_FILE, token),
                     (aws::ROLE_ARN, "arn:aws:iam::1:role/r"),
                     (aws::ENDPOINT_URL_STS, "http://sts.local"),
                 ],
