@@ -55,6 +55,11 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
+# Every Kubernetes manifest under pod-templates/, offline, against the Kubernetes
+# versions users run (kubernetes-validate from PyPI in target/k8s-venv).
+echo "==> scripts/validate-manifests.sh"
+bash scripts/validate-manifests.sh </dev/null
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 

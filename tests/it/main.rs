@@ -29,6 +29,7 @@ mod stage_owners;
 mod stage_serve;
 mod stage_store_s3;
 mod stage_upload;
+mod templates;
 mod tls;
 mod transient;
 mod validation;

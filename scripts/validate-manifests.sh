@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Validates every manifest under pod-templates/ offline, with `kubernetes-validate --strict`
+# (PyPI; the Kubernetes OpenAPI schemas ship inside the package, so no cluster and no
+# network beyond the one-time install), against each Kubernetes version in K8S_VERSIONS.
+#
+# - Pod templates are Pods and are validated as such; multi-document files resource by
+#   resource. --strict rejects unknown fields (a misspelt `securityContext` key, say).
+# - kubernetes-validate only warns (and passes) on a kind it has no schema for; here any
+#   warning fails, so a typo in `kind`/`apiVersion` cannot slip through.
+# - The SparkApplication (sparkoperator.k8s.io, a CRD) has no schema in the package. It is
+#   handled explicitly: its spec, spec.driver and spec.executor keys are checked against
+#   the v1beta2 field names, and for each of driver and executor a Pod is built on the fly
+#   from its initContainers, the main container (volumeMounts, env, securityContext) and
+#   spec.volumes, and validated as core/v1 like any template.
+#
+# Idempotent and non-interactive: installs kubernetes-validate into target/k8s-venv on the
+# first run (python3-venv from Debian when missing), reuses it afterwards.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+KV_VERSION=1.37.0
+# The versions users run: from the oldest still in a provider's extended support to the
+# newest the pinned kubernetes-validate knows (it ships schemas for 1.25 to 1.37).
+K8S_VERSIONS=(1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37)
+venv=target/k8s-venv
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+if [ "$("${venv}/bin/kubernetes-validate" --version 2>/dev/null </dev/null || true)" != "${KV_VERSION}" ]; then
+    if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        echo "==> installing python3-venv"
+        as_root apt-get update -qq </dev/null
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv </dev/null
+    fi
+    echo "==> installing kubernetes-validate==${KV_VERSION} into ${venv}"
+    python3 -m venv --clear "${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==${KV_VERSION}" </dev/null
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "${work}"' EXIT
+
+# Lists the files to validate (one per line), writing Pods derived from SparkApplications
+# into ${work}; fails on a SparkApplication that breaks the v1beta2 field names.
+"${venv}/bin/python" - pod-templates "${work}" > "${work}/files.txt" </dev/null <<'PY'
+import os
+import sys
+
+import yaml
+
+root, work = sys.argv[1], sys.argv[2]
+
+# sparkoperator.k8s.io/v1beta2 field names (api/v1beta2/sparkapplication_types.go).
+SPEC = {
+    "type", "sparkVersion", "mode", "proxyUser", "image", "imagePullPolicy",
+    "imagePullSecrets", "mainClass", "mainApplicationFile", "arguments", "sparkConf",
+    "hadoopConf", "sparkConfigMap", "hadoopConfigMap", "volumes", "driver", "executor",
+    "deps", "restartPolicy", "nodeSelector", "failureRetries", "retryInterval",
+    "pythonVersion", "memoryOverheadFactor", "monitoring", "batchScheduler",
+    "timeToLiveSeconds", "batchSchedulerOptions", "sparkUIOptions",
+    "driverIngressOptions", "dynamicAllocation",
+}
+SPEC_REQUIRED = {"type", "sparkVersion", "mainApplicationFile", "driver", "executor"}
+POD = {
+    "template", "cores", "coreLimit", "memory", "memoryOverhead", "gpu", "image",
+    "configMaps", "secrets", "env", "envVars", "envFrom", "envSecretKeyRefs", "labels",
+    "annotations", "volumeMounts", "affinity", "tolerations", "podSecurityContext",
+    "securityContext", "schedulerName", "sidecars", "initContainers", "hostNetwork",
+    "nodeSelector", "dnsConfig", "terminationGracePeriodSeconds", "serviceAccount",
+    "hostAliases", "shareProcessNamespace",
+}
+DRIVER = POD | {
+    "podName", "coreRequest", "javaOptions", "lifecycle", "kubernetesMaster",
+    "serviceAnnotations", "serviceLabels", "ports", "priorityClassName",
+}
+EXECUTOR = POD | {
+    "instances", "coreRequest", "javaOptions", "lifecycle", "deleteOnTermination",
+    "ports", "priorityClassName",
+}
+
+errors = []
+
+
+def unknown(where, obj, allowed):
+    if not isinstance(obj, dict):
+        errors.append(f"{where}: not a mapping")
+        return
+    for key in sorted(set(obj) - allowed):
+        errors.append(f"{where}: unknown field {key!r} (not in sparkoperator.k8s.io/v1beta2)")
+
+
+def wrap(app, role):
+    """A core/v1 Pod holding what the operator adds to the driver or executor pod."""
+    spec = app["spec"]
+    part = spec[role]
+    main = {"name": f"spark-kubernetes-{role}", "image": part.get("image", spec.get("image"))}
+    for key in ("env", "envFrom", "volumeMounts", "securityContext"):
+        if key in part:
+            main[key] = part[key]
+    pod_spec = {"containers": [main] + list(part.get("sidecars", []))}
+    for src, dst in (
+        ("initContainers", "initContainers"),
+        ("podSecurityContext", "securityContext"),
+        ("serviceAccount", "serviceAccountName"),
+        ("tolerations", "tolerations"),
+        ("affinity", "affinity"),
+    ):
+        if src in part:
+            pod_spec[dst] = part[src]
+    if "volumes" in spec:
+        pod_spec["volumes"] = spec["volumes"]
+    name = app.get("metadata", {}).get("name", "app")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-{role}", "namespace": app.get("metadata", {}).get("namespace", "default")},
+        "spec": pod_spec,
+    }
+
+
+out = []
+for dirpath, dirnames, filenames in os.walk(root):
+    dirnames.sort()
+    for filename in sorted(filenames):
+        if not filename.endswith((".yaml", ".yml")):
+            continue
+        path = os.path.join(dirpath, filename)
+        with open(path) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        crds = [d for d in docs if str(d.get("apiVersion", "")).startswith("sparkoperator.k8s.io/")]
+        if not crds:
+            out.append(path)
+            continue
+        derived = [d for d in docs if d not in crds]
+        for app in crds:
+            where = f"{path}: {app.get('kind')} {app.get('metadata', {}).get('name')}"
+            if app.get("apiVersion") != "sparkoperator.k8s.io/v1beta2" or app.get("kind") != "SparkApplication":
+                errors.append(f"{where}: expected apiVersion sparkoperator.k8s.io/v1beta2, kind SparkApplication")
+                continue
+            spec = app.get("spec", {})
+            unknown(f"{where}: spec", spec, SPEC)
+            for key in sorted(SPEC_REQUIRED - set(spec)):
+                errors.append(f"{where}: spec.{key} is required")
+            unknown(f"{where}: spec.driver", spec.get("driver", {}), DRIVER)
+            unknown(f"{where}: spec.executor", spec.get("executor", {}), EXECUTOR)
+            if errors:
+                continue
+            derived += [wrap(app, "driver"), wrap(app, "executor")]
+        if errors:
+            continue
+        target = os.path.join(work, os.path.relpath(path, root).replace(os.sep, "__") + ".as-pods.yaml")
+        with open(target, "w") as f:
+            yaml.safe_dump_all(derived, f, sort_keys=False)
+        print(f"note: {path}: SparkApplication (a CRD kubernetes-validate has no schema for): "
+              f"fields checked against sparkoperator.k8s.io/v1beta2; its driver and executor "
+              f"pods (initContainers, main container, spec.volumes) validated as core/v1 Pods",
+              file=sys.stderr)
+        out.append(target)
+
+if errors:
+    for e in errors:
+        print(f"ERROR {e}", file=sys.stderr)
+    sys.exit(1)
+print("\n".join(out))
+PY
+
+mapfile -t files < "${work}/files.txt"
+if [ "${#files[@]}" -eq 0 ]; then
+    echo "no manifests found under pod-templates/" >&2
+    exit 1
+fi
+
+args=(--strict --quiet)
+for v in "${K8S_VERSIONS[@]}"; do args+=(-k "$v"); done
+
+echo "==> kubernetes-validate ${KV_VERSION} --strict: ${#files[@]} files against Kubernetes ${K8S_VERSIONS[*]}"
+status=0
+output=$("${venv}/bin/kubernetes-validate" "${args[@]}" "${files[@]}" </dev/null 2>&1) || status=$?
+if [ -n "${output}" ]; then
+    printf '%s\n' "${output}"
+fi
+# Any WARN (e.g. no schema for a kind) fails too: every manifest here must be checked.
+if [ "${status}" -ne 0 ] || grep -qE '^(ERROR|WARN|FATAL)' <<<"${output}"; then
+    echo "manifest validation FAILED" >&2
+    exit 1
+fi
+echo "all ${#files[@]} manifest files valid against Kubernetes ${K8S_VERSIONS[*]}"
