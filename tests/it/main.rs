@@ -9,6 +9,7 @@ mod edges;
 mod hdfs;
 mod hdfs_harness;
 mod http_errors;
+mod image;
 mod integrity;
 mod jvm;
 mod nginx;

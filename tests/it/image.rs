@@ -1,0 +1,570 @@
+//! The container images, built and run for real with podman: the static binary's
+//! budgets (statically linked, under 12 MiB, `--version` in an empty chroot); the
+//! static image (`FROM scratch`: the binary and a CA bundle) fetching over HTTP and
+//! HTTPS into a host directory as UID 65532; the Kerberos-capable glibc image loading
+//! libgssapi where the static one refuses.
+//!
+//! The static binary is the file named by `SPARK_LOCALIZER_STATIC_BIN` (scripts/test.sh
+//! builds it with `images/build-static.sh` before `cargo test`); without it these tests
+//! are skipped locally and fail under CI. Images are built with `images/build-image.sh`;
+//! the Kerberos image from this test build's glibc binary (the recipe is the same as for
+//! the release binary). Without podman the tests are skipped locally and fail under CI;
+//! where podman is installed but cannot run a container, they are skipped with a message.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::json;
+
+use crate::support::hdfs::TestHdfs;
+use crate::support::nginx::Nginx;
+use crate::support::pki::Pki;
+use crate::support::{data, is_root, sha256_hex, FaultServer, BIN};
+
+/// The size budget of the static binary: under 12 MiB.
+const BUDGET: u64 = 12 * 1024 * 1024;
+/// The user the images run as.
+const UID: u32 = 65532;
+const STATIC_IMAGE: &str = "localhost/spark-localizer:test";
+const KERBEROS_IMAGE: &str = "localhost/spark-localizer:test-kerberos";
+/// Where the tests mount the jars directory inside the container.
+const JARS: &str = "/opt/spark/extra-jars";
+
+/// Skips (returns `None`) locally, panics under CI (env `CI` set).
+fn skip<T>(why: &str) -> Option<T> {
+    if std::env::var_os("CI").is_some() {
+        panic!("{why} (CI is set: this test must run; `bash scripts/test.sh` provides it)");
+    }
+    eprintln!("SKIP: {why}");
+    None
+}
+
+/// The static binary from `SPARK_LOCALIZER_STATIC_BIN`.
+pub fn static_bin() -> Option<PathBuf> {
+    let Some(path) = std::env::var_os("SPARK_LOCALIZER_STATIC_BIN").filter(|p| !p.is_empty())
+    else {
+        return skip(
+            "SPARK_LOCALIZER_STATIC_BIN is not set (build it with `bash images/build-static.sh`, \
+             whose last line is its path)",
+        );
+    };
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "SPARK_LOCALIZER_STATIC_BIN={} is not a file",
+        path.display()
+    );
+    Some(path)
+}
+
+/// `podman` with the flags that work on these machines (root, vfs, runc, no cgroup manager).
+fn podman() -> Command {
+    let mut cmd = Command::new("podman");
+    cmd.args([
+        "--storage-driver=vfs",
+        "--runtime",
+        "runc",
+        "--cgroup-manager=cgroupfs",
+    ]);
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// `podman run --rm` with host networking and the rlimits runc may set here.
+fn podman_run() -> Command {
+    let mut cmd = podman();
+    cmd.args([
+        "run",
+        "--rm",
+        "--network=host",
+        "--ulimit",
+        "nofile=4096:4096",
+        "--ulimit",
+        "nproc=4096:4096",
+    ]);
+    cmd
+}
+
+fn output(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// What trying podman found.
+enum Podman {
+    Works,
+    Missing,
+    CannotRun(String),
+}
+
+/// Whether podman can run a container here: `podman run --rootfs` of a directory
+/// holding only the static binary, `--version`. Decided once per test process.
+fn podman_works(static_bin: &Path) -> bool {
+    static PODMAN: OnceLock<Podman> = OnceLock::new();
+    let podman = PODMAN.get_or_init(|| {
+        if Command::new("podman").arg("--version").output().is_err() {
+            return Podman::Missing;
+        }
+        let root = tempfile::Builder::new()
+            .prefix("sl-podman-probe-")
+            .tempdir()
+            .unwrap();
+        std::fs::copy(static_bin, root.path().join("spark-localizer")).unwrap();
+        let out = output(
+            podman_run()
+                .arg("--rootfs")
+                .arg(root.path())
+                .args(["/spark-localizer", "--version"]),
+        );
+        if out.status.success() {
+            Podman::Works
+        } else {
+            Podman::CannotRun(text(&out))
+        }
+    });
+    match podman {
+        Podman::Works => true,
+        Podman::Missing => {
+            skip::<()>("podman is not installed (scripts/setup/image.sh installs podman and runc)");
+            false
+        }
+        Podman::CannotRun(why) => {
+            eprintln!("SKIP: podman is installed but cannot run a container here:\n{why}");
+            false
+        }
+    }
+}
+
+/// Builds `variant` with `images/build-image.sh` under `tag`, once per test process.
+fn build_image(
+    cell: &'static OnceLock<String>,
+    variant: &str,
+    image: &str,
+    env: (&str, &Path),
+) -> String {
+    cell.get_or_init(|| {
+        let tag = image.rsplit_once(':').unwrap().1;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/build-image.sh");
+        let started = std::time::Instant::now();
+        let out = output(
+            Command::new("bash")
+                .arg(&script)
+                .args([variant, tag])
+                .env(env.0, env.1)
+                .stdin(Stdio::null()),
+        );
+        assert!(
+            out.status.success(),
+            "{script:?} {variant} failed\n{}",
+            text(&out)
+        );
+        eprintln!(
+            "built {image} in {:?}:\n{}",
+            started.elapsed(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        image.to_owned()
+    })
+    .clone()
+}
+
+/// The static image (binary from `SPARK_LOCALIZER_STATIC_BIN`), or `None` after
+/// printing why it cannot be built and run here.
+pub fn static_image() -> Option<String> {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    let bin = static_bin()?;
+    if !podman_works(&bin) {
+        return None;
+    }
+    Some(build_image(
+        &IMAGE,
+        "static",
+        STATIC_IMAGE,
+        ("SPARK_LOCALIZER_STATIC_BIN", &bin),
+    ))
+}
+
+/// The Kerberos-capable image, from this test build's glibc binary.
+fn kerberos_image() -> Option<String> {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    let bin = static_bin()?;
+    if !podman_works(&bin) {
+        return None;
+    }
+    Some(build_image(
+        &IMAGE,
+        "kerberos",
+        KERBEROS_IMAGE,
+        ("SPARK_LOCALIZER_GLIBC_BIN", Path::new(BIN)),
+    ))
+}
+
+/// A temp dir the container user (65532) may write to (and read from).
+fn shared_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The ELF program header types of `bin` (ELF64, little-endian).
+fn program_header_types(bin: &[u8]) -> Vec<u32> {
+    assert!(
+        bin.len() > 64 && bin.starts_with(b"\x7fELF") && bin[4] == 2 && bin[5] == 1,
+        "not a little-endian ELF64 file"
+    );
+    let u16_at = |at: usize| u16::from_le_bytes(bin[at..at + 2].try_into().unwrap()) as usize;
+    let phoff = u64::from_le_bytes(bin[0x20..0x28].try_into().unwrap()) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    (0..count)
+        .map(|i| {
+            let at = phoff + i * size;
+            u32::from_le_bytes(bin[at..at + 4].try_into().unwrap())
+        })
+        .collect()
+}
+
+const PT_INTERP: u32 = 3;
+
+#[test]
+fn the_static_binary_is_static_small_and_runs_in_an_empty_chroot() {
+    let Some(bin) = static_bin() else { return };
+    let bytes = std::fs::read(&bin).unwrap();
+    let headers = program_header_types(&bytes);
+    assert!(
+        !headers.contains(&PT_INTERP),
+        "{} has a PT_INTERP header: it needs a dynamic loader, it is not static",
+        bin.display()
+    );
+    let size = bytes.len() as u64;
+    eprintln!(
+        "static binary: {size} bytes ({:.2} MiB), budget {BUDGET}",
+        size as f64 / 1048576.0
+    );
+    assert!(
+        size < BUDGET,
+        "{} is {size} bytes: over the 12 MiB budget ({BUDGET} bytes)",
+        bin.display()
+    );
+
+    // --version from a root holding nothing but the binary.
+    let root = tempfile::Builder::new()
+        .prefix("sl-empty-root-")
+        .tempdir()
+        .unwrap();
+    std::fs::copy(&bin, root.path().join("spark-localizer")).unwrap();
+    let chroot = ["/usr/sbin/chroot", "/usr/bin/chroot", "/sbin/chroot"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chroot (coreutils) is installed");
+    let mut cmd = if is_root() {
+        Command::new(chroot)
+    } else if Command::new("unshare")
+        .args(["-r", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-r", chroot]);
+        cmd
+    } else {
+        eprintln!("SKIP: --version in an empty chroot: not root and `unshare -r` does not work");
+        return;
+    };
+    let out = output(
+        cmd.arg(root.path())
+            .args(["/spark-localizer", "--version"])
+            .env_clear(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("spark-localizer {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// The files of an image's root filesystem, from `podman export` of a created container.
+fn image_files(image: &str) -> Vec<String> {
+    let out = output(podman().args(["create", image]));
+    assert!(out.status.success(), "podman create\n{}", text(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let tar = output(podman().args(["export", &id]));
+    output(podman().args(["rm", &id]));
+    assert!(tar.status.success(), "podman export\n{}", text(&tar));
+    let mut archive = tar::Archive::new(&tar.stdout[..]);
+    let mut files: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| !e.header().entry_type().is_dir())
+        .map(|e| {
+            let mode = e.header().mode().unwrap() & 0o7777;
+            let uid = e.header().uid().unwrap();
+            format!("/{} {mode:o} {uid}", e.path().unwrap().display())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn image_config(image: &str, field: &str) -> String {
+    let out = output(podman().args([
+        "image",
+        "inspect",
+        "--format",
+        &format!("{{{{json .Config.{field}}}}}"),
+        image,
+    ]));
+    assert!(out.status.success(), "podman image inspect\n{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn the_static_image_holds_only_the_binary_and_a_ca_bundle() {
+    let Some(image) = static_image() else { return };
+    assert_eq!(
+        image_files(&image),
+        [
+            "/etc/ssl/certs/ca-certificates.crt 644 0",
+            "/spark-localizer 755 0",
+        ]
+    );
+    assert_eq!(image_config(&image, "User"), r#""65532:65532""#);
+    assert_eq!(
+        image_config(&image, "Entrypoint"),
+        r#"["/spark-localizer"]"#
+    );
+    let out = output(podman_run().args([&image, "--version"]));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn the_static_image_fetches_over_http_into_a_host_dir_as_65532() {
+    let Some(image) = static_image() else { return };
+    let server = FaultServer::start();
+    let (a, b) = (data(71, 300_000), data(72, 5_000));
+    server.put("/repo/a.jar", a.clone());
+    server.put("/repo/b.jar", b.clone());
+    let jars = shared_dir("sl-image-jars-");
+    let pins = shared_dir("sl-image-pins-");
+    std::fs::write(
+        pins.path().join("sha256sums"),
+        format!("{}  a.jar\n{}  b.jar\n", sha256_hex(&a), sha256_hex(&b)),
+    )
+    .unwrap();
+    // As the README's pod template: args, and the URIs in the env twin.
+    let uris = format!(
+        "{},{}",
+        server.url("/repo/a.jar"),
+        server.url("/repo/b.jar")
+    );
+    let out = output(
+        podman_run()
+            .arg("-v")
+            .arg(format!("{}:{JARS}", jars.path().display()))
+            .arg("-v")
+            .arg(format!("{}:/etc/pins:ro", pins.path().display()))
+            .args(["-e", &format!("SPARK_LOCALIZER_JARS={uris}")])
+            .args([
+                &image,
+                "fetch",
+                "--no-progress",
+                "--deadline",
+                "60s",
+                "--jars-dir",
+                JARS,
+                "--checksums",
+                "/etc/pins/sha256sums",
+            ]),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    for name in ["a.jar", "b.jar", "classpath", "spark-classpath.env"] {
+        let meta = std::fs::metadata(jars.path().join(name)).unwrap();
+        assert_eq!(meta.uid(), UID, "owner of {name}");
+    }
+    assert_eq!(std::fs::read(jars.path().join("a.jar")).unwrap(), a);
+    assert_eq!(std::fs::read(jars.path().join("b.jar")).unwrap(), b);
+    // The outputs name the jars by their paths in the container.
+    assert_eq!(
+        std::fs::read_to_string(jars.path().join("classpath")).unwrap(),
+        format!("{JARS}/a.jar:{JARS}/b.jar\n")
+    );
+    let env = std::fs::read_to_string(jars.path().join("spark-classpath.env")).unwrap();
+    assert!(
+        env.contains(&format!("SPARK_CLASSPATH='{JARS}/a.jar:{JARS}/b.jar'")),
+        "{env}"
+    );
+}
+
+#[test]
+fn the_static_image_fetches_over_https_with_a_mounted_ca() {
+    let Some(image) = static_image() else { return };
+    let pki = Pki::new();
+    let served = tempfile::tempdir().unwrap();
+    let body = data(73, 200_000);
+    std::fs::write(served.path().join("c.jar"), &body).unwrap();
+    let Some(nginx) = Nginx::start_tls(served.path(), &pki) else {
+        return;
+    };
+    let ca = shared_dir("sl-image-ca-");
+    std::fs::write(ca.path().join("ca.pem"), &pki.ca_pem).unwrap();
+    let jars = shared_dir("sl-image-jars-");
+    let fetch = |ca_flag: &[&str]| {
+        output(
+            podman_run()
+                .arg("-v")
+                .arg(format!("{}:{JARS}", jars.path().display()))
+                .arg("-v")
+                .arg(format!("{}:/etc/test-ca:ro", ca.path().display()))
+                .args([
+                    &image,
+                    "fetch",
+                    "--no-progress",
+                    "--retries",
+                    "0",
+                    "--deadline",
+                    "60s",
+                    "--jars-dir",
+                    JARS,
+                    "--jars",
+                    &nginx.url("c.jar"),
+                ])
+                .args(ca_flag),
+        )
+    };
+    // The test CA is neither bundled nor in the image's CA file: refused, exit 3.
+    let out = fetch(&[]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(shown.contains("--ca-cert"), "{shown}");
+    assert!(!jars.path().join("c.jar").exists());
+    let out = fetch(&["--ca-cert", "/etc/test-ca/ca.pem"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let path = jars.path().join("c.jar");
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert_eq!(std::fs::metadata(&path).unwrap().uid(), UID);
+}
+
+#[test]
+fn the_kerberos_image_loads_gssapi_where_the_static_image_refuses() {
+    let Some(static_image) = static_image() else {
+        return;
+    };
+    let Some(kerberos_image) = kerberos_image() else {
+        return;
+    };
+    let files = image_files(&kerberos_image);
+    for needed in [
+        "/spark-localizer 755 0",
+        "/etc/ssl/certs/ca-certificates.crt 644 0",
+        "/lib64/ld-linux-x86-64.so.2",
+        "/libgssapi_krb5.so.2 ",
+        "/libkrb5.so.3 ",
+        "/libc.so.6 ",
+    ] {
+        assert!(
+            files.iter().any(|f| f.contains(needed)),
+            "{needed} missing from {files:#?}"
+        );
+    }
+    assert_eq!(image_config(&kerberos_image, "User"), r#""65532:65532""#);
+
+    let conf = shared_dir("sl-image-hadoop-conf-");
+    std::fs::write(
+        conf.path().join("core-site.xml"),
+        "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value></property></configuration>",
+    )
+    .unwrap();
+    let check = |image: &str| {
+        output(
+            podman_run()
+                .arg("-v")
+                .arg(format!("{}:/opt/hadoop/conf:ro", conf.path().display()))
+                .args([
+                    image,
+                    "check",
+                    "--jars-dir",
+                    JARS,
+                    "--hadoop-conf-dir",
+                    "/opt/hadoop/conf",
+                    "--connect-timeout",
+                    "1s",
+                    "--jars",
+                    "hdfs://127.0.0.1:1/apps/a.jar",
+                ]),
+        )
+    };
+    // The glibc image loads libgssapi: the plan is valid (Kerberos from the ticket
+    // cache); only the probe fails (nothing listens on port 1).
+    let out = check(&kerberos_image);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(
+        shown.contains("Kerberos ticket cache (KRB5CCNAME)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("cannot load libgssapi"), "{shown}");
+    // The static image never can: a configuration error before any traffic.
+    let out = check(&static_image);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("cannot load libgssapi_krb5.so.2")
+            && shown.contains("Kerberos-capable image"),
+        "{shown}"
+    );
+
+    // And GSSAPI really runs in the image: a Kerberos-only NameNode, no ticket cache.
+    let jars = shared_dir("sl-image-jars-");
+    let source = jars.path().join("source.jar");
+    std::fs::write(&source, data(74, 1000)).unwrap();
+    let Some(hdfs) = TestHdfs::start(json!({
+        "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
+        "datanodes": [{"id": "dn1", "port": 0}],
+        "kerberos": true,
+        "files": [{"path": "/apps/a.jar", "source": source}],
+    })) else {
+        return;
+    };
+    let out = output(
+        podman_run()
+            .arg("-v")
+            .arg(format!("{}:/opt/hadoop/conf:ro", conf.path().display()))
+            .arg("-v")
+            .arg(format!("{}:{JARS}", jars.path().display()))
+            .args([
+                &kerberos_image,
+                "fetch",
+                "--no-progress",
+                "--retries",
+                "0",
+                "--deadline",
+                "60s",
+                "--jars-dir",
+                JARS,
+                "--hadoop-conf-dir",
+                "/opt/hadoop/conf",
+                "--jars",
+                &format!("{}/apps/a.jar", hdfs.url()),
+            ]),
+    );
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    // MIT krb5's own words, from inside the image, as UID 65532.
+    let krb5 = "No Kerberos credentials available (default cache: FILE:/tmp/krb5cc_65532)";
+    assert!(
+        shown.contains(krb5) && shown.contains("run kinit"),
+        "{shown}"
+    );
+    assert!(!jars.path().join("a.jar").exists());
+}
