@@ -25,6 +25,7 @@ mod scheduling;
 mod secrets;
 mod snapshots;
 mod source_suite;
+mod spark_e2e;
 mod stage_fetch;
 mod stage_owners;
 mod stage_serve;
