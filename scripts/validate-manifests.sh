@@ -109,8 +109,12 @@ def wrap(app, role):
     ):
         if src in part:
             pod_spec[dst] = part[src]
-    if "volumes" in spec:
-        pod_spec["volumes"] = spec["volumes"]
+    # As the operator's webhook does: only the volumes the main container mounts go
+    # into the pod (an init container's mount of any other volume then fails here too).
+    mounted = {m["name"] for m in part.get("volumeMounts", [])}
+    volumes = [v for v in spec.get("volumes", []) if v.get("name") in mounted]
+    if volumes:
+        pod_spec["volumes"] = volumes
     name = app.get("metadata", {}).get("name", "app")
     return {
         "apiVersion": "v1",

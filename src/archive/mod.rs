@@ -263,9 +263,11 @@ fn enclosed_link_target(link: &Path, target: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Strips setuid/setgid/sticky.
+/// Strips setuid/setgid/sticky and makes the file readable by all: the init container
+/// and the Spark container run as different users (65532 and 185 in the images), and
+/// an entry written 0600 on the submitter's machine must still be readable by Spark.
 fn file_mode(mode: Option<u32>) -> u32 {
-    mode.map_or(0o644, |m| m & 0o777)
+    mode.map_or(0o644, |m| (m & 0o777) | 0o444)
 }
 
 fn dir_mode(mode: Option<u32>) -> u32 {

@@ -284,7 +284,8 @@ fn good_expected() -> BTreeMap<String, String> {
         ("pax", "d 755"),
         ("hard", "f 644 nested nlink=2"),
     ]);
-    e.insert(long_name(), "f 600 gnu long".into());
+    // Written 0600: made readable by all (the Spark container runs as another user).
+    e.insert(long_name(), "f 644 gnu long".into());
     e.insert(pax_name(), "f 644 pax".into());
     e
 }

@@ -458,6 +458,21 @@ impl Checker {
                 continue;
             };
             self.localizer(&where_, init, true);
+            // The operator's webhook copies into the pod only the volumes the main
+            // container mounts: an init container's other volumes would not exist.
+            let mounted: BTreeSet<&str> = list(&part["volumeMounts"])
+                .iter()
+                .filter_map(|m| m["name"].as_str())
+                .collect();
+            for m in list(&init["volumeMounts"]) {
+                let name = m["name"].as_str().unwrap_or_default();
+                if !mounted.contains(name) {
+                    self.problem(
+                        &where_,
+                        format!("the init container mounts volume {name}, which {role}.volumeMounts does not: the operator leaves it out of the pod"),
+                    );
+                }
+            }
             self.shared_dirs(&where_, init, &main, volumes);
             self.references(&where_, &[init, &main], volumes);
         }
