@@ -3,7 +3,7 @@
 //! symlinks, as Kubernetes mounts Secrets), opened without blocking, so a fifo or a
 //! device at such a path is an error instead of a hang, and never more than a limit.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -11,21 +11,28 @@ use std::path::Path;
 /// The most any configuration file may hold.
 pub const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
 
-/// Reads all of `path`, which must be a regular file of at most `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+/// Opens `path` for reading only if it is a regular file (after symlinks), without
+/// blocking: a fifo, even one swapped in after an earlier check, is refused at once.
+pub fn open_regular(path: &Path) -> io::Result<File> {
     // O_NONBLOCK: opening a fifo without a writer returns at once (then refused
     // below); it changes nothing for a regular file.
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
+    if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
+    Ok(file)
+}
+
+/// Reads all of `path`, which must be a regular file of at most `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let meta = file.metadata()?;
     let too_big = || {
         io::Error::new(
             io::ErrorKind::InvalidData,

@@ -10,7 +10,6 @@
 //! compares the server's sha256 of what it stored with the sha256 of what was sent.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -423,7 +422,7 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
         .ok_or_else(|| bad("its name is not valid UTF-8"))?
         .to_owned();
     entry_name_ok(&name).map_err(|why| bad(&format!("its name {name:?} {why}")))?;
-    open_regular(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
+    crate::fsutil::open_regular(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
     Ok((
         Member {
             path: path.to_owned(),
@@ -431,23 +430,6 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
         },
         meta.len(),
     ))
-}
-
-/// Opens `path` for reading without blocking (a fifo swapped in after the checks
-/// opens at once instead of waiting for a writer) and only if it is a regular file.
-fn open_regular(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "is no longer a regular file",
-        ));
-    }
-    Ok(file)
 }
 
 /// The name rules of the localizer's destinations plus those of the archive
@@ -713,7 +695,7 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, member: &Member) -> io::Result<()
     let context = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("{}: {what}: {e}", member.path.display()))
     };
-    let file = open_regular(&member.path).map_err(|e| context("cannot open", e))?;
+    let file = crate::fsutil::open_regular(&member.path).map_err(|e| context("cannot open", e))?;
     let meta = file.metadata().map_err(|e| context("cannot stat", e))?;
     let len = meta.len();
     let mut header = tar::Header::new_gnu();
@@ -890,12 +872,12 @@ mod tests {
         let fifo = dir.path().join("app.jar");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = open_regular(&fifo).unwrap_err();
+        let err = crate::fsutil::open_regular(&fifo).unwrap_err();
         assert!(err.to_string().contains("regular file"), "{err}");
         let file = dir.path().join("lib.jar");
         std::fs::write(&file, b"jar").unwrap();
         let mut text = String::new();
-        open_regular(&file)
+        crate::fsutil::open_regular(&file)
             .unwrap()
             .read_to_string(&mut text)
             .unwrap();
