@@ -60,15 +60,18 @@ pub fn read_record(dir: &Path, name: &str) -> Option<Record> {
     serde_json::from_slice(&text).ok()
 }
 
-/// Writes the record of `name` (temp file + rename, so it is whole or absent).
-pub fn write_record(dir: &Path, name: &str, record: &Record) -> std::io::Result<()> {
+/// Writes the record of `name` (temp file + rename, so it is whole or absent),
+/// fsynced first when `durable` (`--fsync`).
+pub fn write_record(dir: &Path, name: &str, record: &Record, durable: bool) -> std::io::Result<()> {
     let json = serde_json::to_vec(record).expect("record serializes");
-    write_atomic(&record_path(dir, name), &json)
+    write_atomic(&record_path(dir, name), &json, durable)
 }
 
 /// Writes `contents` to `path` atomically: a temp file with the reserved prefix
-/// beside it (swept by the next run if this one is killed), fsync, rename.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+/// beside it (swept by the next run if this one is killed), fsync when `durable`
+/// (`--fsync`; an emptyDir needs none: a restarted run re-verifies what it finds),
+/// rename.
+pub fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path
         .parent()
@@ -87,7 +90,9 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -250,9 +255,9 @@ pub struct TempFile {
 
 impl TempFile {
     /// Creates (truncating) a fresh temp file for `final_path`.
-    pub async fn create(final_path: &Path) -> std::io::Result<(TempFile, tokio::fs::File)> {
+    pub fn create(final_path: &Path) -> std::io::Result<(TempFile, std::fs::File)> {
         let dir = final_path.parent().unwrap_or(Path::new("."));
-        tokio::fs::create_dir_all(dir).await?;
+        std::fs::create_dir_all(dir)?;
         let name = final_path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -263,13 +268,12 @@ impl TempFile {
             std::process::id()
         ));
         // Readable too: parallel ranges are hashed back from the file.
-        let file = tokio::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&path)
-            .await?;
+            .open(&path)?;
         Ok((
             TempFile {
                 path,
@@ -284,8 +288,8 @@ impl TempFile {
     }
 
     /// Renames the temp file onto `final_path` (atomic within the directory).
-    pub async fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
-        tokio::fs::rename(&self.path, final_path).await?;
+    pub fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
+        std::fs::rename(&self.path, final_path)?;
         self.published = true;
         Ok(())
     }
@@ -303,17 +307,17 @@ impl Drop for TempFile {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn temp_file_is_removed_unless_published() {
+    #[test]
+    fn temp_file_is_removed_unless_published() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("a.jar");
-        let (tmp, _f) = TempFile::create(&target).await.unwrap();
+        let (tmp, _f) = TempFile::create(&target).unwrap();
         let p = tmp.path().to_owned();
         assert!(p.exists());
         drop(tmp);
         assert!(!p.exists());
-        let (tmp, _f) = TempFile::create(&target).await.unwrap();
-        tmp.publish(&target).await.unwrap();
+        let (tmp, _f) = TempFile::create(&target).unwrap();
+        tmp.publish(&target).unwrap();
         assert!(target.exists());
     }
 
@@ -336,7 +340,7 @@ mod tests {
             size: 3,
             sha256: "ab".into(),
         };
-        write_record(dir.path(), "a.jar", &r).unwrap();
+        write_record(dir.path(), "a.jar", &r, false).unwrap();
         assert_eq!(read_record(dir.path(), "a.jar"), Some(r));
         remove_record(dir.path(), "a.jar");
         assert_eq!(read_record(dir.path(), "a.jar"), None);

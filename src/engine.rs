@@ -223,14 +223,25 @@ pub async fn run(
     }
 
     // A restarted run re-verifies what it finds; correct files are kept.
-    let candidates: Vec<usize> = (0..plan.artifacts.len())
-        .filter(|&i| outcomes[i].is_none())
-        .collect();
+    // (Only paths that exist are worth a blocking task: on a fresh volume, none.)
+    let mut todo = Vec::new();
+    let mut candidates = Vec::new();
+    for (i, a) in plan.artifacts.iter().enumerate() {
+        if outcomes[i].is_none() {
+            if std::fs::symlink_metadata(a.target.path()).is_ok() {
+                candidates.push(i);
+            } else {
+                todo.push(i);
+            }
+        }
+    }
+    let fsync = opts.fsync;
     let verify = futures_util::stream::iter(candidates)
         .map(|i| {
             let artifact = plan.artifacts[i].clone();
             async move {
-                let kept = tokio::task::spawn_blocking(move || verify_existing(&artifact)).await;
+                let kept =
+                    tokio::task::spawn_blocking(move || verify_existing(&artifact, fsync)).await;
                 (i, kept.ok().flatten())
             }
         })
@@ -246,7 +257,6 @@ pub async fn run(
             Err(_) => return Run { outcomes: finished(outcomes, Some(Stop::Deadline)), busy, _locks: locks },
         },
     };
-    let mut todo = Vec::new();
     for (i, kept) in verified {
         match kept {
             Some(kept) => {
@@ -296,25 +306,37 @@ pub async fn run(
     reporter.begin(todo.len());
 
     // At most `parallelism` transfers run; each holds its slot for the whole
-    // transfer, body included, and meets the deadline and the stop signal.
+    // transfer, body included, and meets the deadline and the stop signal. Each
+    // is a task of its own, so transfers (receiving, writing, hashing) run on
+    // every worker thread, not all on the one polling this stream.
+    let shared_opts = Arc::new(opts.clone());
     let results = futures_util::stream::iter(todo)
         .map(|i| {
-            let a = &plan.artifacts[i];
+            let a = plan.artifacts[i].clone();
             let reporter = reporter.clone();
+            let sources = sources.clone();
+            let opts = shared_opts.clone();
             let size = sizes[i];
-            async move {
+            let task = tokio::spawn(async move {
                 let started = Instant::now();
                 let trace = transfer::Trace::default();
-                let work = transfer::fetch_one(i, a, sources, opts, reporter.as_ref(), size, &trace);
+                let work = transfer::fetch_one(i, &a, &sources, &opts, &reporter, size, &trace);
                 let outcome = tokio::select! {
                     biased;
-                    () = cancelled(&opts.cancel) => trace.failed(Stop::Interrupted.outcome(a, opts)),
+                    () = cancelled(&opts.cancel) => trace.failed(Stop::Interrupted.outcome(&a, &opts)),
                     done = timeout_at(opts.deadline, work) => {
-                        done.unwrap_or_else(|_| trace.failed(Stop::Deadline.outcome(a, opts)))
+                        done.unwrap_or_else(|_| trace.failed(Stop::Deadline.outcome(&a, &opts)))
                     }
                 };
                 reporter.finish(i);
-                (i, Outcome { duration: started.elapsed(), ..outcome })
+                Outcome { duration: started.elapsed(), ..outcome }
+            });
+            let shown = plan.artifacts[i].shown.clone();
+            async move {
+                let outcome = task.await.unwrap_or_else(|e| {
+                    Outcome::failed(ExitCode::Internal, format!("{shown}: the transfer failed: {e}"))
+                });
+                (i, outcome)
             }
         })
         .buffer_unordered(opts.parallelism)
@@ -336,7 +358,7 @@ pub async fn run(
                 let limits = opts.archive_limits;
                 async move {
                     let published = tokio::task::spawn_blocking(move || {
-                        extract::publish(&artifact, &sha, &limits)
+                        extract::publish(&artifact, &sha, &limits, fsync)
                     })
                     .await;
                     (i, published)
@@ -365,7 +387,8 @@ pub async fn run(
             let artifact = plan.artifacts[i].clone();
             let limits = opts.archive_limits;
             let done = tokio::task::spawn_blocking(move || {
-                let published = extract::publish_bundle(&artifact, &sha, &limits, &mut claims);
+                let published =
+                    extract::publish_bundle(&artifact, &sha, &limits, &mut claims, fsync);
                 (published, claims)
             })
             .await;
@@ -539,7 +562,7 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
 
 /// Keeps a file found at the destination only if it verifies: against the pin if
 /// there is one, else against the record of the run that published it.
-fn verify_existing(a: &Artifact) -> Option<Outcome> {
+fn verify_existing(a: &Artifact, fsync: bool) -> Option<Outcome> {
     let Target::Fetch { dir, path, .. } = &a.target else {
         return None;
     };
@@ -567,7 +590,12 @@ fn verify_existing(a: &Artifact) -> Option<Outcome> {
         return None;
     }
     if record.is_none() {
-        let _ = dest::write_record(dir, &a.name, &transfer::new_record(a, size, &hex_digest));
+        let _ = dest::write_record(
+            dir,
+            &a.name,
+            &transfer::new_record(a, size, &hex_digest),
+            fsync,
+        );
     }
     Some(Outcome {
         bytes: size,

@@ -25,6 +25,7 @@ pub fn publish(
     a: &Artifact,
     sha256: &str,
     limits: &Limits,
+    fsync: bool,
 ) -> Result<Published, (ExitCode, String)> {
     let (Some(unpack), Target::Fetch { dir, path, .. }) = (&a.unpack, &a.target) else {
         return Ok(Published::Kept);
@@ -73,7 +74,8 @@ pub fn publish(
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(local("move the unpacked archive into", e));
     }
-    dest::write_atomic(&marker, sha256.as_bytes()).map_err(|e| local("record the unpack of", e))?;
+    dest::write_atomic(&marker, sha256.as_bytes(), fsync)
+        .map_err(|e| local("record the unpack of", e))?;
     Ok(Published::Unpacked {
         entries: unpacked.entries,
         bytes: unpacked.bytes,
@@ -125,6 +127,7 @@ pub fn publish_bundle(
     sha256: &str,
     limits: &Limits,
     claims: &mut Claims,
+    fsync: bool,
 ) -> Result<Published, (ExitCode, String)> {
     let Target::Fetch {
         dir,
@@ -244,7 +247,7 @@ pub fn publish_bundle(
                 size: e.size,
                 sha256: e.sha256.clone(),
             };
-            dest::write_record(dir, &e.name, &record)
+            dest::write_record(dir, &e.name, &record, fsync)
                 .map_err(|err| local("record a file of the bundle in", err))?;
         }
         // Files an earlier publish of this bundle had and this one does not.
@@ -261,7 +264,7 @@ pub fn publish_bundle(
             entries: entries.clone(),
         })
         .expect("marker serializes");
-        dest::write_atomic(&marker, &json)
+        dest::write_atomic(&marker, &json, fsync)
             .map_err(|e| local("record the publish of the bundle in", e))?;
         for e in &entries {
             claims.insert(real_dir.join(&e.name), a.shown.clone());

@@ -310,7 +310,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     let report = output::Report::new(&plan, outcomes, code.code(), elapsed.as_millis() as u64);
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if ours(&settings.report) {
-        if let Err(e) = dest::write_atomic(&settings.report, &report_json) {
+        if let Err(e) = dest::write_atomic(&settings.report, &report_json, settings.fsync) {
             let message = format!(
                 "cannot write the report {}: {e}; check the volume mount",
                 settings.report.display()
@@ -383,8 +383,13 @@ fn write_classpath(settings: &Settings, plan: &Plan, outcomes: &[Outcome]) -> st
     dest::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),
+        settings.fsync,
     )?;
-    dest::write_atomic(&settings.env_file, output::env_text(&entries).as_bytes())
+    dest::write_atomic(
+        &settings.env_file,
+        output::env_text(&entries).as_bytes(),
+        settings.fsync,
+    )
 }
 
 fn summarize(outcomes: &[Outcome], elapsed: std::time::Duration) {

@@ -1,15 +1,21 @@
-//! Large objects in parallel ranges: several requests at once, each writing its
-//! part with positioned writes into the (preallocated) temp file, each part
-//! retried and resumed on its own, all pinned to one version of the object
-//! (If-Range / If-Match on its validator). The sha256 is computed in order, off
-//! the transfer's path, as soon as the parts before a part are complete.
+//! Large objects in parallel ranges: several requests at once, each a task of
+//! its own, each part retried and resumed on its own, all pinned to one version
+//! of the object (If-Range / If-Match on its validator). The chunks received go,
+//! as they are (no copy), to the file's one writer thread, which puts them in
+//! place with positioned writes into the temp file (sized up front): one writer,
+//! because concurrent writes to one file only queue on its inode lock, holding
+//! the threads that should be receiving. The sha256 is computed in order on
+//! another thread, off the transfer's path, reading each part back from the page
+//! cache as soon as it and the parts before it are written, into one reused
+//! buffer.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::time::timeout;
@@ -27,8 +33,19 @@ pub const THRESHOLD: u64 = 32 << 20;
 pub const PART: u64 = 8 << 20;
 /// At most this many ranges of one object are in flight.
 pub const MAX_STREAMS: usize = 8;
-/// Bytes gathered before one positioned write.
-const WRITE_CHUNK: usize = 1 << 20;
+/// The hasher's read size; progress is reported in steps of this size too.
+const READ_CHUNK: usize = 1 << 20;
+/// Chunks received and not yet written, at most (a chunk is what one socket read
+/// gave: at most a few hundred KiB).
+const WRITE_QUEUE: usize = 8;
+
+/// Work for the file's writer thread.
+enum Write {
+    /// Bytes to put at an offset.
+    At(u64, Bytes),
+    /// Every byte of this part was handed over before this.
+    Part(usize),
+}
 
 /// Why a ranged transfer stopped.
 pub enum Failure {
@@ -64,14 +81,14 @@ pub struct Start {
     pub validator: String,
 }
 
-/// What one transfer shares between its range workers.
-struct Shared<'a> {
-    a: &'a Artifact,
-    source: &'a dyn Source,
-    opts: &'a Options,
-    reporter: &'a dyn Reporter,
+/// What one transfer shares between its range workers (each a task of its own,
+/// so the ranges are received and written on every worker thread).
+struct Shared {
+    a: Artifact,
+    source: Arc<dyn Source>,
+    opts: Options,
+    reporter: Arc<dyn Reporter>,
     id: usize,
-    file: Arc<std::fs::File>,
     version: Version,
     parts: Vec<Range<u64>>,
     next: AtomicUsize,
@@ -79,7 +96,6 @@ struct Shared<'a> {
     first: Mutex<Option<Body>>,
     /// Bytes reported to the progress display (rewound on failure).
     advanced: AtomicU64,
-    done: tokio::sync::mpsc::UnboundedSender<usize>,
 }
 
 /// Fetches the whole object into `file` in ranges, starting from `first`, the
@@ -87,9 +103,9 @@ struct Shared<'a> {
 pub async fn fetch(
     id: usize,
     a: &Artifact,
-    source: &dyn Source,
+    source: Arc<dyn Source>,
     opts: &Options,
-    reporter: &dyn Reporter,
+    reporter: Arc<dyn Reporter>,
     file: std::fs::File,
     start: Start,
 ) -> Result<Sha256, (Failure, u64)> {
@@ -106,78 +122,121 @@ pub async fn fetch(
     let parts: Vec<Range<u64>> = (0..size.div_ceil(PART))
         .map(|i| i * PART..((i + 1) * PART).min(size))
         .collect();
-    let (done, mut completed) = tokio::sync::mpsc::unbounded_channel();
     let streams = opts.parallelism.clamp(1, MAX_STREAMS).min(parts.len());
-    let shared = Shared {
-        a,
+    let shared = Arc::new(Shared {
+        a: a.clone(),
         source,
-        opts,
+        opts: opts.clone(),
         reporter,
         id,
-        file: file.clone(),
         version,
         parts,
         next: AtomicUsize::new(0),
         first: Mutex::new(Some(first)),
         advanced: AtomicU64::new(0),
-        done,
-    };
+    });
     let total = shared.parts.len();
     debug!(
         uri = %a.shown,
         "fetching {size} bytes in {total} ranges over {streams} connections"
     );
 
-    let workers = futures_util::future::try_join_all((0..streams).map(|_| worker(&shared)));
-    let hasher = async {
-        let mut hasher = Sha256::new();
-        let mut ready = BTreeSet::new();
-        let mut next = 0;
-        while next < total {
-            let Some(part) = completed.recv().await else {
-                break;
-            };
-            ready.insert(part);
-            while ready.remove(&next) {
-                let range = shared.parts[next].clone();
-                let file = file.clone();
-                hasher = tokio::task::spawn_blocking(move || hash_range(&file, range, hasher))
-                    .await
-                    .map_err(std::io::Error::other)??;
-                next += 1;
-            }
-        }
-        Ok::<_, std::io::Error>(hasher)
+    // The writer ends when every worker's sender is gone (done, failed or
+    // aborted), the hasher when the writer is.
+    let (writes, queue) = tokio::sync::mpsc::channel(WRITE_QUEUE);
+    let (done, completed) = mpsc::channel();
+    let writing = {
+        let file = file.clone();
+        tokio::task::spawn_blocking(move || write_queue(&file, queue, &done))
     };
-    let result =
-        futures_util::future::try_join(workers, async { hasher.await.map_err(Failure::Local) })
-            .await;
-    match result {
-        Ok((_, hasher)) => Ok(hasher),
-        Err(failure) => Err((failure, shared.advanced.load(Ordering::Relaxed))),
+    let hashing = {
+        let parts = shared.parts.clone();
+        tokio::task::spawn_blocking(move || hash_in_order(&file, &parts, &completed))
+    };
+    // Dropped (the deadline, a signal), the set aborts its workers.
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..streams {
+        workers.spawn(worker(shared.clone(), writes.clone()));
+    }
+    drop(writes);
+    let mut failed = None;
+    while let Some(joined) = workers.join_next().await {
+        let failure = match joined {
+            Ok(Ok(())) => continue,
+            Ok(Err(failure)) => failure,
+            Err(e) => Failure::Local(std::io::Error::other(format!("a range worker failed: {e}"))),
+        };
+        workers.abort_all();
+        failed.get_or_insert(failure);
+    }
+    let advanced = shared.advanced.load(Ordering::Relaxed);
+    // A write error is the cause of any failure it comes with.
+    match writing.await.map_err(std::io::Error::other) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) | Err(e) => return Err((Failure::Local(e), advanced)),
+    }
+    if let Some(failure) = failed {
+        return Err((failure, advanced));
+    }
+    match hashing.await.map_err(std::io::Error::other) {
+        Ok(Ok(hasher)) => Ok(hasher),
+        Ok(Err(e)) | Err(e) => Err((Failure::Local(e), advanced)),
     }
 }
 
-/// Feeds `range` of `file` to the hasher (the bytes are in the page cache).
-fn hash_range(
+/// The file's writer: puts each chunk in place, and tells the hasher about each
+/// part once all its bytes are written.
+fn write_queue(
     file: &std::fs::File,
-    range: Range<u64>,
-    mut hasher: Sha256,
+    mut queue: tokio::sync::mpsc::Receiver<Write>,
+    done: &mpsc::Sender<usize>,
+) -> std::io::Result<()> {
+    while let Some(write) = queue.blocking_recv() {
+        match write {
+            Write::At(pos, bytes) => file.write_all_at(&bytes, pos)?,
+            Write::Part(i) => {
+                let _ = done.send(i);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hashes the parts of `file` in order, each as soon as it and all before it are
+/// written (the bytes are in the page cache), into one reused buffer.
+fn hash_in_order(
+    file: &std::fs::File,
+    parts: &[Range<u64>],
+    completed: &mpsc::Receiver<usize>,
 ) -> std::io::Result<Sha256> {
-    let mut buf = vec![0u8; WRITE_CHUNK];
-    let mut pos = range.start;
-    while pos < range.end {
-        let n = (range.end - pos).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], pos)?;
-        hasher.update(&buf[..n]);
-        pos += n as u64;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut ready = BTreeSet::new();
+    let mut next = 0;
+    while next < parts.len() {
+        let Ok(part) = completed.recv() else {
+            return Err(std::io::Error::other(
+                "the transfer stopped before every range was written",
+            ));
+        };
+        ready.insert(part);
+        while ready.remove(&next) {
+            let range = &parts[next];
+            let mut pos = range.start;
+            while pos < range.end {
+                let n = (range.end - pos).min(buf.len() as u64) as usize;
+                file.read_exact_at(&mut buf[..n], pos)?;
+                hasher.update(&buf[..n]);
+                pos += n as u64;
+            }
+            next += 1;
+        }
     }
     Ok(hasher)
 }
 
 /// Takes parts off the queue until none is left.
-async fn worker(s: &Shared<'_>) -> Result<(), Failure> {
-    let mut buf = Vec::with_capacity(WRITE_CHUNK);
+async fn worker(s: Arc<Shared>, writes: tokio::sync::mpsc::Sender<Write>) -> Result<(), Failure> {
     loop {
         let i = s.next.fetch_add(1, Ordering::Relaxed);
         let Some(range) = s.parts.get(i).cloned() else {
@@ -188,8 +247,11 @@ async fn worker(s: &Shared<'_>) -> Result<(), Failure> {
         } else {
             None
         };
-        buf = part(s, range, first, buf).await?;
-        let _ = s.done.send(i);
+        part(&s, range, first, &writes).await?;
+        writes
+            .send(Write::Part(i))
+            .await
+            .map_err(|_| writer_gone())?;
     }
 }
 
@@ -198,7 +260,8 @@ enum PartError {
     Source(SourceError),
     /// The answer is not the range of the version being fetched.
     Changed,
-    Local(std::io::Error),
+    /// The writer stopped (on a write error, reported by itself).
+    WriterGone,
 }
 
 impl From<SourceError> for PartError {
@@ -208,13 +271,20 @@ impl From<SourceError> for PartError {
 }
 
 /// Fetches one part, retrying and resuming within it.
+/// The error a worker sees when the writer has stopped (its own error is reported).
+fn writer_gone() -> Failure {
+    Failure::Local(std::io::Error::other("the file's writer stopped"))
+}
+
 async fn part(
-    s: &Shared<'_>,
+    s: &Shared,
     range: Range<u64>,
     mut first: Option<Body>,
-    mut buf: Vec<u8>,
-) -> Result<Vec<u8>, Failure> {
+    writes: &tokio::sync::mpsc::Sender<Write>,
+) -> Result<(), Failure> {
     let mut pos = range.start;
+    // Written but not yet reported to the progress display.
+    let mut unreported = 0u64;
     let mut attempts = 0u32;
     let stalled = || {
         SourceError::new(
@@ -228,7 +298,6 @@ async fn part(
     };
     loop {
         attempts += 1;
-        buf.clear();
         let result: Result<(), PartError> = async {
             let mut body = match first.take() {
                 Some(body) => body,
@@ -249,7 +318,7 @@ async fn part(
             {
                 return Err(PartError::Changed);
             }
-            while pos + (buf.len() as u64) < range.end {
+            while pos < range.end {
                 let Some(chunk) = timeout(s.opts.stall_timeout, body.stream.next())
                     .await
                     .map_err(|_| stalled())?
@@ -257,13 +326,18 @@ async fn part(
                     break;
                 };
                 let chunk = chunk?;
-                let room = (range.end - pos) as usize - buf.len();
-                buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if buf.len() >= WRITE_CHUNK {
-                    pos = write(s, &mut buf, pos).await.map_err(PartError::Local)?;
+                let take = chunk.len().min((range.end - pos) as usize);
+                writes
+                    .send(Write::At(pos, chunk.slice(..take)))
+                    .await
+                    .map_err(|_| PartError::WriterGone)?;
+                pos += take as u64;
+                unreported += take as u64;
+                if unreported >= READ_CHUNK as u64 {
+                    report(s, &mut unreported);
                 }
             }
-            pos = write(s, &mut buf, pos).await.map_err(PartError::Local)?;
+            report(s, &mut unreported);
             if pos < range.end {
                 return Err(SourceError::new(
                     FaultKind::Transient,
@@ -280,8 +354,8 @@ async fn part(
         }
         .await;
         match result {
-            Ok(()) => return Ok(buf),
-            Err(PartError::Local(e)) => return Err(Failure::Local(e)),
+            Ok(()) => return Ok(()),
+            Err(PartError::WriterGone) => return Err(writer_gone()),
             Err(PartError::Changed) => {
                 return Err(Failure::Changed(SourceError::new(
                     FaultKind::Transient,
@@ -310,21 +384,11 @@ async fn part(
     }
 }
 
-/// Writes `buf` at `pos` (off the async threads), empties it, returns the new position.
-async fn write(s: &Shared<'_>, buf: &mut Vec<u8>, pos: u64) -> std::io::Result<u64> {
-    if buf.is_empty() {
-        return Ok(pos);
+/// Tells the progress display about the bytes written since the last call.
+fn report(s: &Shared, unreported: &mut u64) {
+    if *unreported > 0 {
+        s.reporter.advance(s.id, *unreported);
+        s.advanced.fetch_add(*unreported, Ordering::Relaxed);
+        *unreported = 0;
     }
-    let n = buf.len() as u64;
-    let file = s.file.clone();
-    let data = std::mem::take(buf);
-    let mut data =
-        tokio::task::spawn_blocking(move || file.write_all_at(&data, pos).map(|()| data))
-            .await
-            .map_err(std::io::Error::other)??;
-    data.clear();
-    *buf = data;
-    s.reporter.advance(s.id, n);
-    s.advanced.fetch_add(n, Ordering::Relaxed);
-    Ok(pos + n)
 }

@@ -2,13 +2,13 @@
 //! when the answer continues the same object, sha256 while writing into a temp
 //! file, pin check, then the atomic publish and its state record.
 
+use std::io::{Seek, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncSeekExt, AsyncWriteExt, BufWriter};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
@@ -24,8 +24,12 @@ use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources
 /// The longest `Retry-After` honoured.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// Write buffer per transfer (tokio's file adds its own copy; keep this modest).
-const WRITE_BUFFER: usize = 256 << 10;
+/// Chunks smaller than this are gathered before a write; larger ones are written
+/// as they come. Writes go to the page cache straight from the task that
+/// receives the bytes: a memcpy, no hand-off to another thread (an emptyDir
+/// write blocks only when the node is out of dirty-page room, and then the
+/// transfer waits for the disk wherever the write runs).
+const WRITE_BUFFER: usize = 64 << 10;
 
 /// What an unfinished transfer got to, for the message when it is cut off.
 #[derive(Default)]
@@ -74,7 +78,7 @@ pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
 
 /// The state of one transfer across attempts.
 struct Transfer {
-    file: BufWriter<tokio::fs::File>,
+    file: std::io::BufWriter<std::fs::File>,
     hasher: Sha256,
     written: u64,
     validator: Option<String>,
@@ -90,14 +94,14 @@ struct Transfer {
 
 impl Transfer {
     /// Drops what was received so far (a retry that cannot resume).
-    async fn reset(&mut self, id: usize, reporter: &dyn Reporter) -> std::io::Result<()> {
+    fn reset(&mut self, id: usize, reporter: &dyn Reporter) -> std::io::Result<()> {
         if self.written == 0 {
             return Ok(());
         }
-        self.file.flush().await?;
+        self.file.flush()?;
         let f = self.file.get_mut();
-        f.set_len(0).await?;
-        f.rewind().await?;
+        f.set_len(0)?;
+        f.rewind()?;
         reporter.rewind(id, self.written);
         self.hasher = Sha256::new();
         self.written = 0;
@@ -129,7 +133,7 @@ pub async fn fetch_one(
     a: &Artifact,
     sources: &Sources,
     opts: &Options,
-    reporter: &dyn Reporter,
+    reporter: &Arc<dyn Reporter>,
     size: Option<u64>,
     trace: &Trace,
 ) -> Outcome {
@@ -149,12 +153,12 @@ pub async fn fetch_one(
             ),
         )
     };
-    let (tmp, file) = match TempFile::create(path).await {
+    let (tmp, file) = match TempFile::create(path) {
         Ok(pair) => pair,
         Err(e) => return local_error(e, "create a temp file beside"),
     };
     let mut t = Transfer {
-        file: BufWriter::with_capacity(WRITE_BUFFER, file),
+        file: std::io::BufWriter::with_capacity(WRITE_BUFFER, file),
         hasher: Sha256::new(),
         written: 0,
         validator: None,
@@ -169,7 +173,7 @@ pub async fn fetch_one(
     loop {
         attempts += 1;
         trace.attempts.store(attempts, Ordering::Relaxed);
-        match attempt(id, a, source.as_ref(), opts, reporter, &mut t).await {
+        match attempt(id, a, &source, opts, reporter, &mut t).await {
             Ok(()) => break,
             Err(AttemptError::Local(e)) => {
                 let mut o = local_error(e, "write");
@@ -209,14 +213,14 @@ pub async fn fetch_one(
         }
     }
 
-    let publish = async {
-        t.file.flush().await?;
+    let mut publish = || {
+        t.file.flush()?;
         if opts.fsync {
-            t.file.get_ref().sync_all().await?;
+            t.file.get_ref().sync_all()?;
         }
         std::io::Result::Ok(())
     };
-    if let Err(e) = publish.await {
+    if let Err(e) = publish() {
         return local_error(e, "write");
     }
     let digest: [u8; 32] = t.hasher.finalize().into();
@@ -250,10 +254,11 @@ pub async fn fetch_one(
     }
     drop(t.file);
     dest::remove_record(dir, &a.name);
-    if let Err(e) = tmp.publish(path).await {
+    if let Err(e) = tmp.publish(path) {
         return local_error(e, "rename into");
     }
-    if let Err(e) = dest::write_record(dir, &a.name, &new_record(a, t.written, &hex_digest)) {
+    let record = new_record(a, t.written, &hex_digest);
+    if let Err(e) = dest::write_record(dir, &a.name, &record, opts.fsync) {
         // The file is correct; only a restart will fetch it again.
         warn!(uri = %a.shown, "cannot write the state record for {}: {e}", path.display());
     }
@@ -276,13 +281,13 @@ pub async fn fetch_one(
 async fn attempt(
     id: usize,
     a: &Artifact,
-    source: &dyn Source,
+    source: &Arc<dyn Source>,
     opts: &Options,
-    reporter: &dyn Reporter,
+    reporter: &Arc<dyn Reporter>,
     t: &mut Transfer,
 ) -> Result<(), AttemptError> {
     if !t.resumable {
-        t.reset(id, reporter).await?;
+        t.reset(id, reporter.as_ref())?;
     }
     let request = OpenRequest {
         offset: t.written,
@@ -305,7 +310,7 @@ async fn attempt(
     if body.offset == 0 {
         // Asked to resume, answered from the start (no ranges, or If-Range said
         // the object changed): what we hold is discarded.
-        t.reset(id, reporter).await?;
+        t.reset(id, reporter.as_ref())?;
     } else if body.offset != t.written
         || body.meta.validator != t.validator
         || (t.expected.is_some() && body.meta.size != t.expected)
@@ -347,14 +352,15 @@ async fn attempt(
             && !t.one_stream
             && source.parallel_ranges()
         {
-            t.file.flush().await?;
-            let file = t.file.get_ref().try_clone().await?.into_std().await;
+            t.file.flush()?;
+            let file = t.file.get_ref().try_clone()?;
             let start = ranged::Start {
                 body,
                 size,
                 validator,
             };
-            let fetched = ranged::fetch(id, a, source, opts, reporter, file, start).await;
+            let fetched =
+                ranged::fetch(id, a, source.clone(), opts, reporter.clone(), file, start).await;
             return match fetched {
                 Ok(hasher) => {
                     t.hasher = hasher;
@@ -363,7 +369,7 @@ async fn attempt(
                 }
                 Err((failure, advanced)) => {
                     reporter.rewind(id, advanced);
-                    t.file.get_mut().set_len(0).await?;
+                    t.file.get_mut().set_len(0)?;
                     t.resumable = false;
                     t.validator = None;
                     t.expected = None;
@@ -385,7 +391,7 @@ async fn attempt(
         .map_err(|_| stalled())?
     {
         let chunk = chunk?;
-        t.file.write_all(&chunk).await?;
+        t.file.write_all(&chunk)?;
         t.hasher.update(&chunk);
         t.written += chunk.len() as u64;
         reporter.advance(id, chunk.len() as u64);
