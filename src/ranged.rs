@@ -270,12 +270,12 @@ impl From<SourceError> for PartError {
     }
 }
 
-/// Fetches one part, retrying and resuming within it.
 /// The error a worker sees when the writer has stopped (its own error is reported).
 fn writer_gone() -> Failure {
     Failure::Local(std::io::Error::other("the file's writer stopped"))
 }
 
+/// Fetches one part, retrying and resuming within it.
 async fn part(
     s: &Shared,
     range: Range<u64>,
@@ -283,7 +283,7 @@ async fn part(
     writes: &tokio::sync::mpsc::Sender<Write>,
 ) -> Result<(), Failure> {
     let mut pos = range.start;
-    // Written but not yet reported to the progress display.
+    // Handed to the writer but not yet reported to the progress display.
     let mut unreported = 0u64;
     let mut attempts = 0u32;
     let stalled = || {
@@ -384,7 +384,7 @@ async fn part(
     }
 }
 
-/// Tells the progress display about the bytes written since the last call.
+/// Tells the progress display about the bytes handed to the writer since the last call.
 fn report(s: &Shared, unreported: &mut u64) {
     if *unreported > 0 {
         s.reporter.advance(s.id, *unreported);
