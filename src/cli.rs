@@ -340,7 +340,8 @@ pub struct FetchArgs {
     #[arg(long, env = env::STAGING_CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
     pub staging_ca_cert: Vec<PathBuf>,
 
-    /// fsync each file before publishing it (a restarted run re-verifies files anyway).
+    /// fsync each file, state record and output before publishing it (without it nothing is
+    /// fsynced: a restarted run re-verifies files anyway).
     #[arg(long, env = env::FSYNC, value_parser = BoolishValueParser::new())]
     pub fsync: bool,
 
