@@ -6,16 +6,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::duration::parse_duration;
-
-/// A duration of at most [`crate::duration::MAX`] (zero allowed).
-pub fn bounded_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d > crate::duration::MAX {
-        return Err(format!("'{s}' is more than the maximum of 30 days"));
-    }
-    Ok(d)
-}
+use crate::util::duration::{bounded_duration, positive_duration};
 
 /// A progress interval: at least 100ms (anything shorter floods the logs).
 fn progress_interval(s: &str) -> Result<Duration, String> {
@@ -35,21 +26,12 @@ fn http_url(s: &str) -> Result<url::Url, String> {
     Ok(url)
 }
 
-/// A duration that must be more than zero (timeouts, intervals, deadlines)
-/// and at most [`crate::duration::MAX`].
-pub fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = bounded_duration(s)?;
-    if d.is_zero() {
-        return Err(format!("'{s}' must be more than 0"));
-    }
-    Ok(d)
-}
 use crate::env_vars as env;
 
 /// Localize Spark jars, files and archives into a pod's volumes before the JVM starts.
 #[derive(Debug, Parser)]
 #[command(name = "spark-localizer", version, about, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
@@ -67,13 +49,13 @@ pub struct Cli {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Fetch, verify and publish every artifact, then write the classpath fragment (the initContainer job).
     Fetch(FetchArgs),
     /// Resolve the same plan, show where each value came from and probe every URI; writes nothing.
@@ -84,13 +66,13 @@ pub enum Command {
 
 /// `stage` and its subcommands.
 #[derive(Debug, Args)]
-pub struct StageArgs {
+pub(crate) struct StageArgs {
     #[command(subcommand)]
     pub command: StageCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum StageCommand {
+pub(crate) enum StageCommand {
     /// Run the staging server (v0 API of the apache-spark-on-k8s resource staging server).
     Serve(ServeArgs),
     /// Upload local files as one tar.gz bundle to a staging server; prints its id and secret.
@@ -99,14 +81,14 @@ pub enum StageCommand {
 
 /// What an uploaded bundle holds: decides the Secret key and the Spark properties shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StageKind {
+pub(crate) enum StageKind {
     Jars,
     Files,
 }
 
 /// Inputs of `stage upload`.
 #[derive(Debug, Args, Clone)]
-pub struct UploadArgs {
+pub(crate) struct UploadArgs {
     /// The staging server's base URL (what spark.kubernetes.resourceStagingServer.uri holds).
     #[arg(long, env = env::STAGE_SERVER, value_name = "URL")]
     pub server: String,
@@ -148,7 +130,7 @@ pub struct UploadArgs {
 
 /// Inputs of `stage serve`.
 #[derive(Debug, Args, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the bound address is printed on stdout).
     #[arg(long, env = env::STAGE_LISTEN, default_value = "0.0.0.0:10000", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
@@ -220,7 +202,7 @@ pub struct ServeArgs {
 
 /// Inputs shared by `fetch` and `check`.
 #[derive(Debug, Args, Clone)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     /// Jars to fetch and put on the classpath, comma-separated (repeatable).
     #[arg(long, env = env::JARS, value_name = "URIS", action = ArgAction::Append)]
     pub jars: Vec<String>,
@@ -374,7 +356,7 @@ pub struct FetchArgs {
 
 /// Where each flag's value came from, as clap saw it (flag, env twin or default).
 #[derive(Debug, Default, Clone)]
-pub struct ArgOrigins(std::collections::HashMap<String, clap::parser::ValueSource>);
+pub(crate) struct ArgOrigins(std::collections::HashMap<String, clap::parser::ValueSource>);
 
 impl ArgOrigins {
     fn from_matches(matches: &clap::ArgMatches) -> Self {
@@ -388,7 +370,7 @@ impl ArgOrigins {
     }
 
     /// True when the user set `id` by flag or environment (not a default).
-    pub fn is_explicit(&self, id: &str) -> bool {
+    pub(crate) fn is_explicit(&self, id: &str) -> bool {
         matches!(
             self.0.get(id),
             Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
@@ -396,8 +378,8 @@ impl ArgOrigins {
     }
 
     /// Where `id` came from: its flag, its environment twin, or the default.
-    pub fn origin(&self, id: &'static str, env_name: &'static str) -> crate::config::Origin {
-        use crate::config::Origin;
+    pub(crate) fn origin(&self, id: &'static str, env_name: &'static str) -> crate::origin::Origin {
+        use crate::origin::Origin;
         match self.0.get(id) {
             Some(clap::parser::ValueSource::CommandLine) => Origin::Flag(id),
             Some(clap::parser::ValueSource::EnvVariable) => Origin::Env(env_name),
@@ -409,7 +391,7 @@ impl ArgOrigins {
 /// Parses this process's command line and environment: empty `SPARK_LOCALIZER_*`
 /// variables count as unset, and secrets in URIs are registered before anything
 /// (a usage error, say) can echo them.
-pub fn parse() -> Result<(Cli, ArgOrigins), clap::Error> {
+pub(crate) fn parse() -> Result<(Cli, ArgOrigins), clap::Error> {
     // An empty SPARK_LOCALIZER_* variable means "not set" (as an unset flag).
     for (name, value) in std::env::vars_os() {
         if value.is_empty() && name.to_string_lossy().starts_with("SPARK_LOCALIZER_") {
@@ -428,14 +410,14 @@ pub fn parse() -> Result<(Cli, ArgOrigins), clap::Error> {
             None => &*value,
         };
         for item in value.split(',').chain([value]) {
-            crate::redact::register_url_secrets(item.trim());
+            crate::util::redact::register_url_secrets(item.trim());
         }
     }
     parse_from(std::env::args_os())
 }
 
 /// Parses the command line; returns the subcommand's arguments with their origins.
-pub fn parse_from<I, T>(args: I) -> Result<(Cli, ArgOrigins), clap::Error>
+pub(crate) fn parse_from<I, T>(args: I) -> Result<(Cli, ArgOrigins), clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,

@@ -3,30 +3,29 @@
 //! `fetch` turns URI lists into verified files in emptyDir volumes and writes a
 //! classpath fragment; `check` resolves the same plan and probes every source
 //! without writing anything; `stage serve` is the resource staging server that
-//! holds files uploaded by spark-submit, and `stage upload` its client. Modules are
-//! named after their one job.
+//! holds files uploaded by spark-submit, and `stage upload` its client.
+//!
+//! Dependencies point one way (docs/development.md draws the map):
+//! [`cmd`] → `config` → `plan` → `engine` → `source` and `layout` → `output`;
+//! `stage` beside them. Leaves import nothing above them: `archive`, `cli`, `net`,
+//! `origin`, `properties`, `progress`, `retry`, `s3`, `util`, `env_vars`.
 
-pub mod archive;
-pub mod check;
-pub mod checksums;
-pub mod cli;
-pub mod config;
-pub mod dest;
-pub mod duration;
-pub mod engine;
-pub mod env_vars;
-pub mod exit;
-pub mod extract;
-pub mod fetch;
-pub mod fsutil;
-pub mod logging;
-pub mod output;
-pub mod plan;
-pub mod progress;
-pub mod properties;
-pub mod ranged;
-pub mod redact;
-pub mod retry;
-pub mod source;
-pub mod stage;
-pub mod transfer;
+pub mod cmd;
+
+mod archive;
+mod cli;
+mod config;
+mod engine;
+mod env_vars;
+mod layout;
+mod net;
+mod origin;
+mod output;
+mod plan;
+mod progress;
+mod properties;
+mod retry;
+mod s3;
+mod source;
+mod stage;
+mod util;

@@ -10,18 +10,12 @@ use serde::Serialize;
 use crate::engine::{Outcome, Status};
 use crate::plan::{Kind, Plan};
 
-/// Default name of the `:`-joined classpath file (in the jars dir).
-pub const CLASSPATH_FILE: &str = "classpath";
-/// Default name of the POSIX-sh snippet (in the jars dir).
-pub const ENV_FILE: &str = "spark-classpath.env";
-/// Default name of the JSON report (in the jars dir).
-pub const REPORT_FILE: &str = "spark-localizer-report.json";
 /// Kubernetes reads at most this much of the termination message.
-pub const TERMINATION_LIMIT: usize = 4096;
+pub(crate) const TERMINATION_LIMIT: usize = 4096;
 
 /// The classpath: absolute paths in declared order, `:`-joined, newline-terminated
 /// (empty, with no newline, when there are no jars).
-pub fn classpath_text(entries: &[PathBuf]) -> String {
+pub(crate) fn classpath_text(entries: &[PathBuf]) -> String {
     let joined = entries
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
@@ -35,12 +29,12 @@ pub fn classpath_text(entries: &[PathBuf]) -> String {
 }
 
 /// Quotes `s` for POSIX sh: single quotes, with `'` written as `'\''`.
-pub fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A POSIX-sh snippet that prepends the jars to any existing `SPARK_CLASSPATH`.
-pub fn env_text(entries: &[PathBuf]) -> String {
+pub(crate) fn env_text(entries: &[PathBuf]) -> String {
     let mut out =
         String::from("# Written by spark-localizer: source it before Spark's entrypoint.\n");
     if entries.is_empty() {
@@ -61,7 +55,7 @@ pub fn env_text(entries: &[PathBuf]) -> String {
 
 /// One artifact in the JSON report.
 #[derive(Debug, Serialize)]
-pub struct ReportEntry {
+pub(crate) struct ReportEntry {
     pub uri: String,
     pub kind: Kind,
     pub destination: Option<PathBuf>,
@@ -74,12 +68,12 @@ pub struct ReportEntry {
     pub error: Option<String>,
     /// A staging bundle's files, published into `destination`, in the bundle's order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub files: Option<Vec<crate::extract::BundleEntry>>,
+    pub files: Option<Vec<crate::engine::unpack::BundleEntry>>,
 }
 
 /// The JSON report.
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub version: u32,
     pub ok: bool,
     pub exit_code: i32,
@@ -90,7 +84,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(plan: &Plan, outcomes: &[Outcome], exit_code: i32, duration_ms: u64) -> Self {
+    pub(crate) fn new(plan: &Plan, outcomes: &[Outcome], exit_code: i32, duration_ms: u64) -> Self {
         let artifacts: Vec<ReportEntry> = plan
             .artifacts
             .iter()
@@ -104,12 +98,15 @@ impl Report {
                 sha256: o.sha256.clone(),
                 attempts: o.attempts,
                 duration_ms: o.duration.as_millis() as u64,
-                error: o.failure.as_ref().map(|f| crate::redact::scrub(&f.message)),
+                error: o
+                    .failure
+                    .as_ref()
+                    .map(|f| crate::util::redact::scrub(&f.message)),
                 files: o
                     .sha256
                     .as_deref()
                     .filter(|_| a.is_bundle() && o.failure.is_none())
-                    .and_then(|sha| crate::extract::bundle_entries(a, sha)),
+                    .and_then(|sha| crate::engine::unpack::bundle_entries(a, sha)),
             })
             .collect();
         Report {
@@ -125,10 +122,10 @@ impl Report {
 }
 
 /// The termination message: which URIs failed and why, cut to 4 KiB on a char boundary.
-pub fn termination_text(headline: &str, failures: &[String]) -> String {
+pub(crate) fn termination_text(headline: &str, failures: &[String]) -> String {
     let mut out = format!("spark-localizer: {headline}\n");
     for (i, f) in failures.iter().enumerate() {
-        let line = format!("- {}\n", crate::redact::scrub(f));
+        let line = format!("- {}\n", crate::util::redact::scrub(f));
         // Keep room for the "and N more" line unless this is the last failure.
         let reserve = if i + 1 < failures.len() { 64 } else { 0 };
         if out.len() + line.len() + reserve > TERMINATION_LIMIT {
@@ -162,7 +159,7 @@ fn truncate_at(s: &mut String, limit: usize) {
 
 /// Writes the termination message in place: the kubelet mounted that file, so it
 /// is opened and truncated, never renamed onto.
-pub fn write_termination_log(path: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_termination_log(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

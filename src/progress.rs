@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
 
 /// Runs `f` (which writes to stderr) with the progress bars, if any, hidden.
-pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn suspend<R>(f: impl FnOnce() -> R) -> R {
     match BARS.get() {
         Some(multi) => multi.suspend(f),
         None => f(),
@@ -18,7 +18,7 @@ pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Receives transfer events from the engine. Calls are cheap and never block on I/O.
-pub trait Reporter: Send + Sync {
+pub(crate) trait Reporter: Send + Sync {
     /// The engine knows how many transfers there will be.
     fn begin(&self, files: usize);
     /// The transfer of artifact `id` began; `size` is added to the total when known.
@@ -32,7 +32,7 @@ pub trait Reporter: Send + Sync {
 }
 
 /// Reports nothing.
-pub struct Silent;
+pub(crate) struct Silent;
 
 impl Reporter for Silent {
     fn begin(&self, _: usize) {}
@@ -44,13 +44,13 @@ impl Reporter for Silent {
 
 /// Running totals shared by the reporters.
 #[derive(Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub bytes: AtomicU64,
     pub done: AtomicUsize,
 }
 
 /// indicatif bars on a terminal: one total bar and one per active transfer.
-pub struct Bars {
+pub(crate) struct Bars {
     multi: MultiProgress,
     total: ProgressBar,
     active: Mutex<std::collections::HashMap<usize, ProgressBar>>,
@@ -59,7 +59,7 @@ pub struct Bars {
 }
 
 impl Bars {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let multi = BARS
             .get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
             .clone();
@@ -135,7 +135,7 @@ impl Drop for Bars {
 }
 
 /// Plain progress lines every `interval` when stderr is not a terminal.
-pub struct Lines {
+pub(crate) struct Lines {
     totals: Arc<Totals>,
     files: AtomicUsize,
     bytes: AtomicU64,
@@ -144,7 +144,7 @@ pub struct Lines {
 
 impl Lines {
     /// Starts the periodic line printer (needs a tokio runtime).
-    pub fn start(interval: Duration) -> Arc<Self> {
+    pub(crate) fn start(interval: Duration) -> Arc<Self> {
         let totals = Arc::new(Totals::default());
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let lines = Arc::new(Lines {
@@ -205,6 +205,6 @@ impl Drop for Lines {
 }
 
 /// Bytes to MiB.
-pub fn mib(bytes: u64) -> f64 {
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// A key that appears more than once keeps its last value, at the position
 /// of its first appearance (as if inserted into an ordered map).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Properties {
+pub(crate) struct Properties {
     entries: Vec<(String, String)>,
     index: HashMap<String, usize>,
     path: Option<PathBuf>,
@@ -22,7 +22,7 @@ pub struct Properties {
 
 /// Why a properties file could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum PropertiesError {
+pub(crate) enum PropertiesError {
     /// The file could not be read.
     #[error(
         "cannot read properties file {}; check the path and that the ConfigMap/Secret is mounted",
@@ -55,21 +55,21 @@ impl Properties {
     ///
     /// Fails only on a malformed `\uXXXX` escape; the error names `<input>`
     /// and the line.
-    pub fn parse(text: &str) -> Result<Properties, PropertiesError> {
+    #[cfg(test)]
+    pub(crate) fn parse(text: &str) -> Result<Properties, PropertiesError> {
         parse_with_origin(text, "<input>")
     }
 
     /// Reads and parses the properties file at `path` (UTF-8, as Spark reads
     /// it; invalid bytes become U+FFFD and a leading byte-order mark is
     /// skipped).
-    pub fn load(path: &Path) -> Result<Properties, PropertiesError> {
-        let bytes =
-            crate::fsutil::read_regular(path, crate::fsutil::CONFIG_LIMIT).map_err(|source| {
-                PropertiesError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            })?;
+    pub(crate) fn load(path: &Path) -> Result<Properties, PropertiesError> {
+        let bytes = crate::util::fs::read_regular(path, crate::util::fs::CONFIG_LIMIT).map_err(
+            |source| PropertiesError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let mut properties = parse_with_origin(text, &path.display().to_string())?;
@@ -82,27 +82,29 @@ impl Properties {
     /// Values are exactly what Java loads, trailing whitespace included;
     /// Spark itself trims them when it reads `spark-defaults.conf`, so
     /// callers mirroring Spark should `trim()` the result.
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.index.get(key).map(|&i| self.entries[i].1.as_str())
     }
 
     /// Iterates over `(key, value)` pairs in file order, each key once.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// The file these properties were loaded from, if they came from a file.
-    pub fn path(&self) -> Option<&Path> {
+    pub(crate) fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
+    #[cfg(test)]
     /// Number of distinct keys.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     /// Whether there are no keys at all.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 

@@ -6,19 +6,23 @@
 
 use std::time::Duration;
 
+/// The longest Retry-After a server may ask for; longer asks wait this long (the
+/// deadline still rules).
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Exponential backoff with "equal jitter": the n-th delay is uniform in
 /// `[d/2, d]` where `d = min(cap, initial * 2^(n-1))`.
 #[derive(Debug, Clone, Copy)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     pub initial: Duration,
     pub cap: Duration,
 }
 
 impl Backoff {
     /// The cap used unless configured otherwise.
-    pub const DEFAULT_CAP: Duration = Duration::from_secs(30);
+    pub(crate) const DEFAULT_CAP: Duration = Duration::from_secs(30);
 
-    pub fn new(initial: Duration) -> Self {
+    pub(crate) fn new(initial: Duration) -> Self {
         Backoff {
             initial,
             cap: Self::DEFAULT_CAP.max(initial),
@@ -26,7 +30,7 @@ impl Backoff {
     }
 
     /// The delay before retry number `retry` (1-based).
-    pub fn delay(&self, retry: u32) -> Duration {
+    pub(crate) fn delay(&self, retry: u32) -> Duration {
         let exp = retry.saturating_sub(1).min(30);
         let full = self
             .initial

@@ -38,7 +38,7 @@ const COPY_BUF: usize = 64 * 1024;
 
 /// An archive format, detected from the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Zip,
     Tar,
     TarGz,
@@ -48,7 +48,7 @@ impl Format {
     /// By file name, as Spark does: `.zip` and `.jar` are zip; `.tar` is tar;
     /// `.tar.gz` and `.tgz` are gzipped tar; anything else is `None` (copied as is).
     /// Case-insensitive.
-    pub fn detect(name: &str) -> Option<Format> {
+    pub(crate) fn detect(name: &str) -> Option<Format> {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".zip") || lower.ends_with(".jar") {
             Some(Format::Zip)
@@ -64,7 +64,7 @@ impl Format {
 
 /// Limits on what one archive may unpack to.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Total bytes written (`--archive-max-bytes`).
     pub max_bytes: u64,
     /// Number of entries of any kind (`--archive-max-entries`).
@@ -85,7 +85,7 @@ impl Default for Limits {
 
 /// What an unpack wrote.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Unpacked {
+pub(crate) struct Unpacked {
     /// Entries processed (files, directories, links).
     pub entries: u64,
     /// Bytes of file contents written.
@@ -93,7 +93,7 @@ pub struct Unpacked {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ArchiveError {
+pub(crate) enum ArchiveError {
     /// An entry breaks a safety rule.
     #[error("entry '{entry}' {reason}")]
     Refused { entry: String, reason: String },
@@ -122,7 +122,7 @@ pub enum ArchiveError {
 impl ArchiveError {
     /// True for integrity failures (refused entry, limit, corrupt archive); false for
     /// local I/O errors.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         !matches!(self, ArchiveError::Io { .. })
     }
 }
@@ -156,7 +156,7 @@ fn corrupt(source: io::Error) -> ArchiveError {
 
 /// Unpacks `archive` into the empty directory `into`; blocking (call from
 /// `spawn_blocking`). On error `into` may hold a partial tree: the caller removes it.
-pub fn unpack(
+pub(crate) fn unpack(
     archive: &Path,
     format: Format,
     into: &Path,
@@ -167,7 +167,7 @@ pub fn unpack(
 
 /// [`unpack`], also returning the regular files written (relative paths), in the
 /// archive's order.
-pub fn unpack_listing(
+pub(crate) fn unpack_listing(
     archive: &Path,
     format: Format,
     into: &Path,
@@ -726,8 +726,8 @@ fn unpack_zip(file: File, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
     Ok(())
 }
 
-pub mod validate;
-pub use validate::validate_tar_gz;
+pub(crate) mod validate;
+pub(crate) use validate::validate_tar_gz;
 
 #[cfg(test)]
 mod tests;

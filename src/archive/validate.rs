@@ -32,7 +32,7 @@ struct Walk<'a> {
 /// Checks the gzipped tar at `archive` as [`super::unpack`] with
 /// [`super::Format::TarGz`] would, writing nothing; blocking (call from
 /// `spawn_blocking`).
-pub fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, ArchiveError> {
+pub(crate) fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, ArchiveError> {
     let io_err = |source| ArchiveError::Io {
         path: archive.to_path_buf(),
         source,

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use url::Url;
 
-use crate::redact::redact_url;
+use crate::util::redact::redact_url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 
@@ -16,7 +16,7 @@ use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 const CHUNK: usize = 256 * 1024;
 
 /// Reads local files named by `file://` URIs.
-pub struct FileSource;
+pub(crate) struct FileSource;
 
 fn path_of(uri: &Url) -> Result<PathBuf, SourceError> {
     uri.to_file_path().map_err(|()| {

@@ -4,11 +4,11 @@
 //! those live once, in the engine. Adding a source kind is one file here, one
 //! `Scheme` variant and one arm in [`Sources::get`].
 
-pub mod file;
-pub mod hdfs;
-pub mod http;
-pub mod s3;
-pub mod staging;
+pub(crate) mod file;
+pub(crate) mod hdfs;
+pub(crate) mod http;
+pub(crate) mod s3;
+pub(crate) mod staging;
 
 use std::fmt;
 use std::pin::Pin;
@@ -21,7 +21,7 @@ use url::Url;
 
 /// The URI schemes spark-localizer understands. Lookup is this enum and one `match`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     Http,
     Https,
     File,
@@ -38,12 +38,12 @@ pub enum Scheme {
 
 impl Scheme {
     /// Every scheme accepted, as users write them.
-    pub const SUPPORTED: &'static [&'static str] = &[
+    pub(crate) const SUPPORTED: &'static [&'static str] = &[
         "http", "https", "s3", "s3a", "hdfs", "viewfs", "file", "local", "staging",
     ];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
-    pub fn parse(scheme: &str) -> Option<Scheme> {
+    pub(crate) fn parse(scheme: &str) -> Option<Scheme> {
         match scheme.to_ascii_lowercase().as_str() {
             "http" => Some(Scheme::Http),
             "https" => Some(Scheme::Https),
@@ -57,14 +57,14 @@ impl Scheme {
     }
 
     /// The supported schemes as one human list: `http, https, s3, s3a, hdfs, viewfs, file, local`.
-    pub fn supported_list() -> String {
+    pub(crate) fn supported_list() -> String {
         Self::SUPPORTED.join(", ")
     }
 }
 
 /// What a source knows about an object before (or while) sending it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// Total size of the object, when known.
     pub size: Option<u64>,
     /// A validator (ETag or Last-Modified) that identifies this version of the object;
@@ -75,10 +75,10 @@ pub struct Meta {
 }
 
 /// A byte stream from a source.
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, SourceError>> + Send>>;
+pub(crate) type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, SourceError>> + Send>>;
 
 /// An open transfer: metadata plus the body, starting at `offset`.
-pub struct Body {
+pub(crate) struct Body {
     pub meta: Meta,
     /// Where the body starts within the object. A resume request may be answered
     /// from 0 (the object changed or ranges are not served); the engine then restarts.
@@ -88,7 +88,7 @@ pub struct Body {
 
 /// A request to open an object, possibly resuming.
 #[derive(Debug, Clone, Default)]
-pub struct OpenRequest {
+pub(crate) struct OpenRequest {
     /// Resume from this offset (0 = from the start).
     pub offset: u64,
     /// Stop before this offset (exclusive): one range of a parallel transfer.
@@ -99,7 +99,7 @@ pub struct OpenRequest {
 
 /// What a probe (`check`, and size discovery before scheduling) found.
 #[derive(Debug, Clone, Default)]
-pub struct Probe {
+pub(crate) struct Probe {
     pub meta: Meta,
     /// Protocol status (e.g. `200 OK`).
     pub status: String,
@@ -109,7 +109,7 @@ pub struct Probe {
 
 /// One source kind (HTTP, file, …). Implementations must be cheap to share.
 #[async_trait]
-pub trait Source: Send + Sync {
+pub(crate) trait Source: Send + Sync {
     /// Opens `uri` for reading from `req.offset`.
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError>;
     /// Learns size, range support and validator without transferring the body.
@@ -123,7 +123,7 @@ pub trait Source: Send + Sync {
 
 /// How a source failure should be treated. The engine retries only [`FaultKind::Transient`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
+pub(crate) enum FaultKind {
     /// Connect errors, resets, timeouts, 5xx, 408/429, truncated bodies: retried.
     Transient,
     /// The object does not exist (404/410, ENOENT).
@@ -142,7 +142,7 @@ pub enum FaultKind {
 
 /// A source failure: what happened (already redacted), its kind, and the cause.
 #[derive(Debug)]
-pub struct SourceError {
+pub(crate) struct SourceError {
     pub kind: FaultKind,
     pub message: String,
     pub hint: Option<&'static str>,
@@ -152,7 +152,7 @@ pub struct SourceError {
 }
 
 impl SourceError {
-    pub fn new(kind: FaultKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: FaultKind, message: impl Into<String>) -> Self {
         SourceError {
             kind,
             message: message.into(),
@@ -162,18 +162,21 @@ impl SourceError {
         }
     }
 
-    pub fn with_hint(mut self, hint: &'static str) -> Self {
+    pub(crate) fn with_hint(mut self, hint: &'static str) -> Self {
         self.hint = Some(hint);
         self
     }
 
-    pub fn with_source(mut self, err: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn with_source(
+        mut self,
+        err: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
         self.source = Some(Box::new(err));
         self
     }
 
     /// Whether the engine should try again.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         self.kind == FaultKind::Transient
     }
 }
@@ -181,8 +184,8 @@ impl SourceError {
 impl SourceError {
     /// The message, its causes (e.g. "connection refused") and the hint, scrubbed
     /// of secrets: what users read.
-    pub fn describe(&self) -> String {
-        let mut text = crate::redact::error_chain(self);
+    pub(crate) fn describe(&self) -> String {
+        let mut text = crate::util::redact::error_chain(self);
         if let Some(hint) = self.hint {
             text.push_str(&format!(" (hint: {hint})"));
         }
@@ -206,7 +209,7 @@ impl std::error::Error for SourceError {
 
 /// One instance of every source, shared by all transfers (one connection pool per source).
 #[derive(Clone)]
-pub struct Sources {
+pub(crate) struct Sources {
     http: Arc<http::HttpSource>,
     file: Arc<file::FileSource>,
     s3: Arc<s3::S3Source>,
@@ -215,7 +218,7 @@ pub struct Sources {
 }
 
 impl Sources {
-    pub fn new(
+    pub(crate) fn new(
         http: http::HttpSource,
         s3: s3::S3Source,
         hdfs: hdfs::HdfsSource,
@@ -231,27 +234,27 @@ impl Sources {
     }
 
     /// The staging server in use, its CA files and the secret file of each bundle (for `check`).
-    pub fn staging(&self) -> &staging::StagingSource {
+    pub(crate) fn staging(&self) -> &staging::StagingSource {
         &self.staging
     }
 
     /// The Hadoop configuration directory in use and where it was named (for `check`).
-    pub fn hadoop_conf_dir(&self) -> Option<String> {
+    pub(crate) fn hadoop_conf_dir(&self) -> Option<String> {
         self.hdfs.conf_dir()
     }
 
     /// The HDFS clusters in use and how each is reached (for `check`).
-    pub fn hdfs_clusters(&self) -> Vec<hdfs::ClusterInfo> {
+    pub(crate) fn hdfs_clusters(&self) -> Vec<hdfs::ClusterInfo> {
         self.hdfs.describe()
     }
 
     /// The S3 buckets in use and how each is configured (for `check`).
-    pub fn s3_buckets(&self) -> Vec<s3::BucketInfo> {
+    pub(crate) fn s3_buckets(&self) -> Vec<s3::BucketInfo> {
         self.s3.describe()
     }
 
     /// The source serving `scheme`; `None` for `local://`, which is never fetched.
-    pub fn get(&self, scheme: Scheme) -> Option<Arc<dyn Source>> {
+    pub(crate) fn get(&self, scheme: Scheme) -> Option<Arc<dyn Source>> {
         match scheme {
             Scheme::Http | Scheme::Https => Some(self.http.clone()),
             Scheme::File => Some(self.file.clone()),

@@ -20,12 +20,12 @@ use super::http::HttpSource;
 use super::{Body, FaultKind, OpenRequest, Probe, Source, SourceError};
 
 /// The original secret mount and its keys.
-pub const DEFAULT_SECRET_DIR: &str = "/mnt/secrets/spark-init";
-pub const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
-pub const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
+pub(crate) const DEFAULT_SECRET_DIR: &str = "/mnt/secrets/spark-init";
+pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
+pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
 
 /// The URL of bundle `id` on the server at `base` (which may have a path prefix).
-pub fn resource_url(base: &Url, id: &str) -> Url {
+pub(crate) fn resource_url(base: &Url, id: &str) -> Url {
     let mut url = base.clone();
     url.set_query(None);
     url.set_fragment(None);
@@ -39,7 +39,7 @@ pub fn resource_url(base: &Url, id: &str) -> Url {
 
 /// Whether `id` can name a bundle: a URL-safe path segment (the original server used
 /// UUIDs, ours 32 hex digits).
-pub fn check_id(id: &str) -> Result<(), &'static str> {
+pub(crate) fn check_id(id: &str) -> Result<(), &'static str> {
     if id.is_empty() {
         return Err("is empty");
     }
@@ -60,8 +60,8 @@ pub fn check_id(id: &str) -> Result<(), &'static str> {
 
 /// Reads a resource secret from its (mounted Secret) file: surrounding whitespace
 /// (a trailing newline) is dropped; registered for redaction.
-pub fn read_secret(path: &Path) -> Result<HeaderValue, String> {
-    let raw = crate::fsutil::read_regular(path, 64 * 1024).map_err(|e| match e.kind() {
+pub(crate) fn read_secret(path: &Path) -> Result<HeaderValue, String> {
+    let raw = crate::util::fs::read_regular(path, 64 * 1024).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidData => format!(
             "{} is larger than 64 KiB: not a resource secret",
             path.display()
@@ -72,7 +72,7 @@ pub fn read_secret(path: &Path) -> Result<HeaderValue, String> {
     let text =
         String::from_utf8(raw).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
     let secret = text.trim();
-    crate::redact::register_secret(secret);
+    crate::util::redact::register_secret(secret);
     if secret.is_empty() {
         return Err(format!("{} is empty", path.display()));
     }
@@ -88,7 +88,7 @@ pub fn read_secret(path: &Path) -> Result<HeaderValue, String> {
 
 /// One bundle as the source knows it.
 #[derive(Debug, Clone)]
-pub struct Bundle {
+pub(crate) struct Bundle {
     /// `staging://<id>`, as declared.
     pub shown: String,
     /// Where its secret was read from, and who named that file.
@@ -98,7 +98,7 @@ pub struct Bundle {
 
 /// Fetches bundles from the staging server, each with its own secret.
 #[derive(Default)]
-pub struct StagingSource {
+pub(crate) struct StagingSource {
     base: Option<Url>,
     by_url: HashMap<Url, (HttpSource, Bundle)>,
     ca_files: Vec<PathBuf>,
@@ -107,7 +107,7 @@ pub struct StagingSource {
 impl StagingSource {
     /// A source for the server at `base` using `http` (a client trusting the staging
     /// CA files too).
-    pub fn new(base: Url, ca_files: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(base: Url, ca_files: Vec<PathBuf>) -> Self {
         StagingSource {
             base: Some(base),
             by_url: HashMap::new(),
@@ -117,7 +117,7 @@ impl StagingSource {
 
     /// Adds the bundle at `url`, sent with `secret`; false if `url` is already
     /// there (one bundle given as both jars and files).
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         http: &HttpSource,
         url: Url,
@@ -133,17 +133,17 @@ impl StagingSource {
     }
 
     /// The server's base URL (when staging bundles are used).
-    pub fn base(&self) -> Option<&Url> {
+    pub(crate) fn base(&self) -> Option<&Url> {
         self.base.as_ref()
     }
 
     /// Extra CA files trusted for the staging server.
-    pub fn ca_files(&self) -> &[PathBuf] {
+    pub(crate) fn ca_files(&self) -> &[PathBuf] {
         &self.ca_files
     }
 
     /// Every bundle, for `check`.
-    pub fn bundles(&self) -> Vec<&Bundle> {
+    pub(crate) fn bundles(&self) -> Vec<&Bundle> {
         let mut bundles: Vec<&Bundle> = self.by_url.values().map(|(_, b)| b).collect();
         bundles.sort_by(|a, b| a.shown.cmp(&b.shown));
         bundles
@@ -155,7 +155,7 @@ impl StagingSource {
                 FaultKind::Refused,
                 format!(
                     "{}: not a planned staging bundle",
-                    crate::redact::redact_url(uri.as_str())
+                    crate::util::redact::redact_url(uri.as_str())
                 ),
             )
         })

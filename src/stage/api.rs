@@ -14,31 +14,31 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Upload (POST) and, with `/{id}`, download, HEAD and DELETE.
-pub const RESOURCES_PATH: &str = "/api/v0/resources";
+pub(crate) const RESOURCES_PATH: &str = "/api/v0/resources";
 /// Answers `pong` (text/plain).
-pub const PING_PATH: &str = "/api/v0/ping";
+pub(crate) const PING_PATH: &str = "/api/v0/ping";
 /// Liveness: answers `ok`.
-pub const HEALTHZ_PATH: &str = "/healthz";
+pub(crate) const HEALTHZ_PATH: &str = "/healthz";
 /// Prometheus text exposition.
-pub const METRICS_PATH: &str = "/metrics";
+pub(crate) const METRICS_PATH: &str = "/metrics";
 
 /// The multipart part holding the tar.gz bundle.
-pub const PART_RESOURCES: &str = "resources";
+pub(crate) const PART_RESOURCES: &str = "resources";
 /// The multipart part holding the owner JSON.
-pub const PART_OWNER: &str = "resourcesOwner";
+pub(crate) const PART_OWNER: &str = "resourcesOwner";
 
 /// On GET and HEAD of a bundle: the hex sha256 of its bytes (the ETag, unquoted).
-pub const HEADER_SHA256: &str = "X-Resource-Sha256";
+pub(crate) const HEADER_SHA256: &str = "X-Resource-Sha256";
 
 /// Hex characters in a resource id (128 random bits).
-pub const RESOURCE_ID_HEX_LEN: usize = 32;
+pub(crate) const RESOURCE_ID_HEX_LEN: usize = 32;
 /// Random bytes in a resource secret (256 bits, sent as unpadded base64url).
-pub const RESOURCE_SECRET_BYTES: usize = 32;
+pub(crate) const RESOURCE_SECRET_BYTES: usize = 32;
 
 /// The owner type the v0 API defines, and the only one owner checks understand.
-pub const OWNER_TYPE_POD: &str = "Pod";
+pub(crate) const OWNER_TYPE_POD: &str = "Pod";
 /// Longest `ownerType` accepted (as long as a Kubernetes name may be).
-pub const OWNER_TYPE_MAX_LEN: usize = 253;
+pub(crate) const OWNER_TYPE_MAX_LEN: usize = 253;
 
 /// Who the bundle is for: pods in `namespace` matching `labels`.
 ///
@@ -46,7 +46,7 @@ pub const OWNER_TYPE_MAX_LEN: usize = 253;
 /// clients' `ownerNamespace`/`ownerLabels`; a missing `ownerType` means `Pod`. Any
 /// other `ownerType` is kept as given (such bundles are never owner-checked).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceOwner {
+pub(crate) struct ResourceOwner {
     #[serde(alias = "ownerNamespace")]
     pub namespace: String,
     #[serde(default, alias = "ownerLabels")]
@@ -61,7 +61,7 @@ fn pod() -> String {
 
 impl ResourceOwner {
     /// Parses and checks the owner part; the error says what is wrong.
-    pub fn parse(json: &[u8]) -> Result<ResourceOwner, String> {
+    pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, String> {
         let owner: ResourceOwner = serde_json::from_slice(json)
             .map_err(|e| format!("part '{PART_OWNER}' is not a valid owner JSON: {e}"))?;
         if owner.namespace.trim().is_empty() {
@@ -90,7 +90,7 @@ impl ResourceOwner {
 /// The answer to an upload. `Debug` hides the secret.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SubmittedResource {
+pub(crate) struct SubmittedResource {
     pub resource_id: String,
     pub resource_secret: String,
 }
@@ -106,18 +106,18 @@ impl std::fmt::Debug for SubmittedResource {
 
 /// Every error answer's body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: String,
 }
 
 /// True for a well-formed resource id (32 lowercase hex digits).
-pub fn is_resource_id(id: &str) -> bool {
+pub(crate) fn is_resource_id(id: &str) -> bool {
     id.len() == RESOURCE_ID_HEX_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The secret carried by an `Authorization` value: the raw secret (as the original
 /// clients send it) or `Bearer <secret>`.
-pub fn secret_from_authorization(value: &str) -> &str {
+pub(crate) fn secret_from_authorization(value: &str) -> &str {
     let value = value.trim();
     match value.split_once(' ') {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),

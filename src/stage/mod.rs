@@ -15,12 +15,12 @@
 //! `stage upload` ([`upload`]) is the client: it streams local files to a server as
 //! one flat tar.gz bundle and prints the id and secret (or a Secret manifest).
 
-pub mod api;
-pub mod names;
-pub mod owners;
-pub mod server;
-pub mod store;
-pub mod store_s3;
-pub mod upload;
+pub(crate) mod api;
+pub(crate) mod names;
+pub(crate) mod owners;
+pub(crate) mod server;
+pub(crate) mod store;
+pub(crate) mod store_s3;
+pub(crate) mod upload;
 
-pub use server::serve;
+pub(crate) use server::serve;

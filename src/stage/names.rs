@@ -2,7 +2,7 @@
 //! sends) and the owner checks (which build label selectors from stored owners).
 
 /// An RFC 1123 label (a namespace name): 1-63 of `[a-z0-9-]`, alphanumeric at both ends.
-pub fn check_dns_label(s: &str) -> Result<(), &'static str> {
+pub(crate) fn check_dns_label(s: &str) -> Result<(), &'static str> {
     let b = s.as_bytes();
     if b.is_empty() || b.len() > 63 {
         return Err("must be 1-63 characters");
@@ -19,7 +19,7 @@ pub fn check_dns_label(s: &str) -> Result<(), &'static str> {
 }
 
 /// An RFC 1123 subdomain (most Kubernetes object names, label key prefixes).
-pub fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
+pub(crate) fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
     if s.is_empty() || s.len() > 253 {
         return Err("must be 1-253 characters");
     }
@@ -32,7 +32,7 @@ pub fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
 }
 
 /// A label value: empty, or at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-pub fn is_label_value(v: &str) -> bool {
+pub(crate) fn is_label_value(v: &str) -> bool {
     if v.is_empty() {
         return true;
     }
@@ -46,7 +46,7 @@ pub fn is_label_value(v: &str) -> bool {
 
 /// A label key: `[prefix/]name`, the prefix a DNS subdomain, the name a non-empty
 /// label value.
-pub fn check_label_key(key: &str) -> Result<(), String> {
+pub(crate) fn check_label_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

@@ -42,13 +42,13 @@ use super::names::{check_dns_label, check_label_key, is_label_value};
 use super::store::BundleMeta;
 use crate::cli::ServeArgs;
 use crate::env_vars as env;
-use crate::fsutil::{read_config_text, read_regular, CONFIG_LIMIT};
-use crate::redact::{error_chain, register_secret};
+use crate::util::fs::{read_config_text, read_regular, CONFIG_LIMIT};
+use crate::util::redact::{error_chain, register_secret};
 
 /// The service account token Kubernetes mounts in every pod.
-pub const DEFAULT_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+pub(crate) const DEFAULT_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 /// The cluster CA Kubernetes mounts next to the token.
-pub const DEFAULT_CA_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+pub(crate) const DEFAULT_CA_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// One pods-list request, answer included.
@@ -62,7 +62,7 @@ const PARALLEL_QUERIES: usize = 4;
 
 /// Why owner checks could not be set up (a configuration error, exit 2).
 #[derive(Debug, thiserror::Error)]
-pub enum OwnerSetupError {
+pub(crate) enum OwnerSetupError {
     #[error("{var}={value:?} does not make a valid API server URL")]
     ServiceEnv {
         var: &'static str,
@@ -93,7 +93,7 @@ pub enum OwnerSetupError {
 
 /// Why one owner query gave no answer; never grounds for a deletion.
 #[derive(Debug, thiserror::Error)]
-pub enum QueryError {
+pub(crate) enum QueryError {
     #[error("cannot read the token file {path}")]
     Token {
         path: PathBuf,
@@ -121,14 +121,14 @@ pub enum QueryError {
 
 /// Who owns a bundle, as a pods query: the namespace and the label equalities.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct OwnerKey {
+pub(crate) struct OwnerKey {
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
 }
 
 impl OwnerKey {
     /// `k1=v1,k2=v2`, keys in order (the labels are valid, so nothing needs quoting).
-    pub fn selector(&self) -> String {
+    pub(crate) fn selector(&self) -> String {
         let pairs: Vec<String> = self
             .labels
             .iter()
@@ -140,7 +140,7 @@ impl OwnerKey {
 
 /// Why a bundle is not owner-checked this time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Skip {
+pub(crate) enum Skip {
     NotDownloaded,
     InGrace,
     NoLabels,
@@ -166,7 +166,11 @@ impl Skip {
 }
 
 /// Whether `meta` is owner-checked at `now_ms`, and against which owner.
-pub fn eligibility(meta: &BundleMeta, now_ms: u64, grace: Duration) -> Result<OwnerKey, Skip> {
+pub(crate) fn eligibility(
+    meta: &BundleMeta,
+    now_ms: u64,
+    grace: Duration,
+) -> Result<OwnerKey, Skip> {
     let Some(first) = meta.first_download_ms else {
         return Err(Skip::NotDownloaded);
     };
@@ -203,7 +207,7 @@ pub fn eligibility(meta: &BundleMeta, now_ms: u64, grace: Duration) -> Result<Ow
 
 /// `{api}/api/v1/namespaces/{ns}/pods?labelSelector=…&limit=1[&continue=…]`; `api`
 /// may carry a path prefix (a proxy).
-pub fn pods_url(api: &Url, key: &OwnerKey, continue_token: Option<&str>) -> Url {
+pub(crate) fn pods_url(api: &Url, key: &OwnerKey, continue_token: Option<&str>) -> Url {
     let mut url = api.clone();
     url.set_query(None);
     url.set_fragment(None);
@@ -225,7 +229,7 @@ pub fn pods_url(api: &Url, key: &OwnerKey, continue_token: Option<&str>) -> Url 
 }
 
 /// The in-pod API server address from the kubelet's variables (IPv6 bracketed).
-pub fn in_cluster_api(host: &str, port: Option<&str>) -> Result<Url, OwnerSetupError> {
+pub(crate) fn in_cluster_api(host: &str, port: Option<&str>) -> Result<Url, OwnerSetupError> {
     let port = port
         .map(str::trim)
         .filter(|p| !p.is_empty())
@@ -280,7 +284,7 @@ struct ListMeta {
 
 /// What one round of owner checks found.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Bundles whose owner pods are gone, with the reason to log.
     pub gone: Vec<(BundleMeta, String)>,
     /// Owner queries sent.
@@ -290,7 +294,7 @@ pub struct Outcome {
 }
 
 /// Asks the Kubernetes API whether the owners of downloaded bundles still exist.
-pub struct OwnerChecker {
+pub(crate) struct OwnerChecker {
     client: reqwest::Client,
     api: Url,
     token_file: Option<PathBuf>,
@@ -304,7 +308,9 @@ pub struct OwnerChecker {
 impl OwnerChecker {
     /// The checker `args` ask for, or `None` (logged once) when no API is
     /// configured. Reads the token and CA once, so a bad path fails at start.
-    pub fn from_args(args: &ServeArgs) -> Result<Option<Arc<OwnerChecker>>, OwnerSetupError> {
+    pub(crate) fn from_args(
+        args: &ServeArgs,
+    ) -> Result<Option<Arc<OwnerChecker>>, OwnerSetupError> {
         let host = std::env::var(env::KUBERNETES_SERVICE_HOST)
             .ok()
             .filter(|h| !h.trim().is_empty());
@@ -350,7 +356,7 @@ impl OwnerChecker {
         };
         info!(
             "owner checks every {} against {api} ({token}, {trust}): a downloaded bundle is deleted when no pod matches its owner",
-            crate::duration::format_duration(checker.interval)
+            crate::util::duration::format_duration(checker.interval)
         );
         if api.scheme() == "http" && checker.token_file.is_some() {
             warn!("--kube-api {api} is plain http: the token is sent unencrypted");
@@ -359,13 +365,13 @@ impl OwnerChecker {
     }
 
     /// How often [`OwnerChecker::check`] should run.
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.interval
     }
 
     /// One round over `bundles` at `now_ms`: which owners are gone. Errors are
     /// logged (one line per round) and counted, never turned into deletions.
-    pub async fn check(&self, bundles: Vec<BundleMeta>, now_ms: u64) -> Outcome {
+    pub(crate) async fn check(&self, bundles: Vec<BundleMeta>, now_ms: u64) -> Outcome {
         let mut groups: BTreeMap<OwnerKey, Vec<BundleMeta>> = BTreeMap::new();
         {
             let mut noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner);

@@ -53,11 +53,11 @@ use super::store::{BundleMeta, LocalStore, Store, META_VERSION};
 use super::store_s3::{OpenError, S3Store, StoreLocation};
 use crate::archive::{self, Limits};
 use crate::cli::ServeArgs;
-use crate::config::Origin;
-use crate::exit::ExitCode;
-use crate::fsutil::{read_regular, CONFIG_LIMIT};
-use crate::redact::error_chain;
-use crate::source::s3::settings::S3Settings;
+use crate::cmd::exit::ExitCode;
+use crate::origin::Origin;
+use crate::s3::settings::S3Settings;
+use crate::util::fs::{read_regular, CONFIG_LIMIT};
+use crate::util::redact::error_chain;
 
 /// Largest owner JSON part.
 const OWNER_MAX_BYTES: usize = 64 * 1024;
@@ -77,7 +77,7 @@ const SWEEP_MIN_INTERVAL: Duration = Duration::from_millis(100);
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Runs the staging server until SIGTERM or SIGINT; 0 after a clean stop.
-pub async fn serve(args: &ServeArgs) -> ExitCode {
+pub(crate) async fn serve(args: &ServeArgs) -> ExitCode {
     match start(args).await {
         Ok(()) => ExitCode::Ok,
         Err(Failure { code, message }) => {
@@ -173,7 +173,7 @@ async fn open_store(args: &ServeArgs) -> Result<Arc<dyn Store>, Failure> {
             };
         }
         Err(why) => {
-            let shown = crate::redact::redact_url(&args.store.to_string_lossy());
+            let shown = crate::util::redact::redact_url(&args.store.to_string_lossy());
             return Err(failure(ExitCode::Config, format!("--store {shown}: {why}")));
         }
     };

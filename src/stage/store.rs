@@ -2,8 +2,8 @@
 //!
 //! The server spools an upload into [`Store::spool_dir`], validates it, then hands
 //! it to [`Store::commit`]; nothing is visible before the commit. The object-store
-//! backend, [`super::store_s3::S3Store`] (`--store s3://bucket/prefix`, several
-//! replicas behind one Service), implements the same trait: it spools locally,
+//! backend in `store_s3.rs` (`--store s3://bucket/prefix`, several replicas
+//! behind one Service), implements the same trait: it spools locally,
 //! uploads on commit, and answers [`Store::meta`] from the bucket.
 //!
 //! [`LocalStore`] layout under `--store DIR`:
@@ -34,7 +34,7 @@ use tracing::{info, warn};
 use super::api::{is_resource_id, ResourceOwner};
 
 /// Version of `meta.json`.
-pub const META_VERSION: u32 = 1;
+pub(crate) const META_VERSION: u32 = 1;
 
 /// A bundle's bytes, next to its [`META_FILE`] (in every store).
 pub(super) const BUNDLE_FILE: &str = "bundle.tar.gz";
@@ -44,7 +44,7 @@ const META_TMP: &str = "meta.json.tmp";
 
 /// What is known about one committed bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BundleMeta {
+pub(crate) struct BundleMeta {
     pub version: u32,
     pub id: String,
     /// Hex sha256 of the secret; the secret itself is never stored.
@@ -60,11 +60,11 @@ pub struct BundleMeta {
 }
 
 /// A bundle's bytes (or a range of them), streamed.
-pub type BundleReader = Pin<Box<dyn AsyncRead + Send>>;
+pub(crate) type BundleReader = Pin<Box<dyn AsyncRead + Send>>;
 
 /// A place to keep bundles.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub(crate) trait Store: Send + Sync {
     /// A local directory for uploads in progress (swept at start).
     fn spool_dir(&self) -> &Path;
     /// Makes the spooled file at `spooled` the bundle `meta.id`, atomically.
@@ -86,7 +86,7 @@ pub trait Store: Send + Sync {
 
 /// Bundles in a local directory, indexed in memory (loaded at start). Its file
 /// work runs in `block_in_place`, so it needs tokio's multi-thread runtime.
-pub struct LocalStore {
+pub(crate) struct LocalStore {
     bundles: PathBuf,
     tmp: PathBuf,
     index: Mutex<HashMap<String, BundleMeta>>,
@@ -95,7 +95,7 @@ pub struct LocalStore {
 impl LocalStore {
     /// Opens (creating) the store at `root`: empties `tmp/`, loads every committed
     /// bundle and removes directories that are not one. Blocking.
-    pub fn open(root: &Path) -> io::Result<LocalStore> {
+    pub(crate) fn open(root: &Path) -> io::Result<LocalStore> {
         let bundles = root.join("bundles");
         let tmp = root.join("tmp");
         for dir in [root, &bundles, &tmp] {

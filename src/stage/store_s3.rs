@@ -1,6 +1,6 @@
 //! Bundles in an S3 bucket (`stage serve --store s3://bucket/prefix`, or `s3a://`),
 //! so that several replicas behind one Service share state. The bucket is
-//! configured as the S3 source configures one ([`crate::source::s3::settings`]:
+//! configured as the S3 source configures one ([`crate::s3::settings`]:
 //! `--s3-credentials-dir`, `AWS_*`, IRSA, Pod Identity, instance metadata).
 //!
 //! Layout, as in the local store:
@@ -57,32 +57,33 @@ use url::Url;
 use super::api::is_resource_id;
 use super::store::{BundleMeta, BundleReader, Store, BUNDLE_FILE, META_FILE, META_VERSION};
 use crate::env_vars as env;
-use crate::source::http::{CaFile, HttpConfig, HttpSource};
-use crate::source::s3::settings::S3Settings;
+use crate::net::{CaFile, HttpConfig};
+use crate::s3::settings::S3Settings;
+use crate::source::http::HttpSource;
 use crate::source::s3::StoreBucket;
 
 /// Bundles up to this size go up in one PUT (held in memory while it runs).
-pub const SINGLE_PUT_MAX: u64 = 8 << 20;
+pub(crate) const SINGLE_PUT_MAX: u64 = 8 << 20;
 /// Parts of a multipart upload.
-pub const PART_SIZE: usize = 8 << 20;
+pub(crate) const PART_SIZE: usize = 8 << 20;
 /// Parts of one upload in flight at once.
-pub const PARTS_IN_FLIGHT: usize = 2;
+pub(crate) const PARTS_IN_FLIGHT: usize = 2;
 /// Commits running at once (each holds up to `PART_SIZE * (PARTS_IN_FLIGHT + 1)`).
 const COMMITS_AT_ONCE: usize = 4;
 /// `meta.json` files read at once while listing.
 const META_READS_AT_ONCE: usize = 16;
 /// A bundle without `meta.json` older than this is left over from a commit or a
 /// deletion that did not finish (a commit writes `meta.json` right after the bundle).
-pub const ORPHAN_BUNDLE_AGE: Duration = Duration::from_secs(3600);
+pub(crate) const ORPHAN_BUNDLE_AGE: Duration = Duration::from_secs(3600);
 /// A `meta.json` without its bundle older than this was put back by a first-download
 /// mark racing a deletion.
-pub const ORPHAN_META_AGE: Duration = Duration::from_secs(300);
+pub(crate) const ORPHAN_META_AGE: Duration = Duration::from_secs(300);
 /// Time limit of a request other than a download or an upload.
-pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const OP_TIMEOUT: Duration = Duration::from_secs(30);
 /// A listing (all its pages and `meta.json` reads) gets this long.
 const LIST_TIMEOUT: Duration = Duration::from_secs(120);
 /// A download body that sends nothing for this long fails.
-pub const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const READ_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// A commit gets [`OP_TIMEOUT`] plus this long per MiB of bundle.
 const COMMIT_TIME_PER_MIB: Duration = Duration::from_secs(2);
 /// Connections to the endpoint kept idle for reuse.
@@ -93,7 +94,7 @@ const SPOOL_PREFIX: &str = "spark-localizer-stage-spool-";
 
 /// What `--store` names.
 #[derive(Debug)]
-pub enum StoreLocation {
+pub(crate) enum StoreLocation {
     /// A local directory ([`super::store::LocalStore`]).
     Dir(PathBuf),
     /// A bucket and key prefix ([`S3Store`]).
@@ -102,7 +103,7 @@ pub enum StoreLocation {
 
 /// `s3://bucket/prefix` (or `s3a://`), checked.
 #[derive(Debug, Clone)]
-pub struct BucketLocation {
+pub(crate) struct BucketLocation {
     /// As given; it holds no credentials (those are refused).
     pub uri: Url,
     pub bucket: String,
@@ -113,7 +114,7 @@ pub struct BucketLocation {
 impl StoreLocation {
     /// A value with a URI scheme is a bucket (`s3://`, `s3a://`; other schemes are
     /// refused, naming the supported ones); anything else is a directory.
-    pub fn parse(value: &Path) -> Result<StoreLocation, String> {
+    pub(crate) fn parse(value: &Path) -> Result<StoreLocation, String> {
         let text = value.to_string_lossy();
         let Some((scheme, _)) = text.split_once("://").filter(|(s, _)| is_scheme(s)) else {
             return Ok(StoreLocation::Dir(value.to_path_buf()));
@@ -168,7 +169,7 @@ impl BucketLocation {
 
 /// Why an [`S3Store`] cannot be opened; the message names `--store`.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// Flags, environment or files that cannot work (exit 2).
     #[error("{0}")]
     Config(String),
@@ -184,7 +185,7 @@ struct Cached {
 }
 
 /// Bundles in a bucket; see the module documentation.
-pub struct S3Store {
+pub(crate) struct S3Store {
     location: BucketLocation,
     bucket: StoreBucket,
     store: Arc<dyn ObjectStore>,
@@ -199,11 +200,11 @@ impl S3Store {
     /// roots), checks that its credentials work and that the prefix can be listed,
     /// and makes this process's spool directory (`$TMPDIR/spark-localizer-stage-spool-<pid>`,
     /// 0700, emptied; spool directories of processes that are gone are removed).
-    pub async fn open(
+    pub(crate) async fn open(
         location: BucketLocation,
         settings: &S3Settings,
     ) -> Result<S3Store, OpenError> {
-        let shown = crate::redact::redact_url(location.uri.as_str());
+        let shown = crate::util::redact::redact_url(location.uri.as_str());
         let config = |why: String| OpenError::Config(format!("--store {shown}: {why}"));
         let mut ca_files = Vec::new();
         if let Some(path) = std::env::var_os(env::SSL_CERT_FILE).filter(|p| !p.is_empty()) {
@@ -218,7 +219,7 @@ impl S3Store {
             pool_size: POOL_SIZE,
             headers: Vec::new(),
         })
-        .map_err(|e| config(crate::redact::error_chain(&e)))?;
+        .map_err(|e| config(crate::util::redact::error_chain(&e)))?;
         let retry = RetryConfig {
             max_retries: 4,
             retry_timeout: OP_TIMEOUT,
@@ -453,7 +454,7 @@ impl Store for S3Store {
                     io::ErrorKind::TimedOut,
                     format!("the object store sent nothing for {after:?}"),
                 ),
-                Silence::Failed(e) => io::Error::other(crate::redact::error_chain(&e)),
+                Silence::Failed(e) => io::Error::other(crate::util::redact::error_chain(&e)),
             };
             // The answer is cut short (its length was promised): say why here.
             warn!("download of {shown} cut short: {e}");

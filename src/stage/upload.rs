@@ -25,21 +25,22 @@ use url::Url;
 use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
 use super::names::{check_dns_label, check_dns_subdomain, check_label_key, is_label_value};
 use crate::cli::{StageKind, UploadArgs};
+use crate::cmd::exit::ExitCode;
 use crate::env_vars as env;
-use crate::exit::ExitCode;
-use crate::redact::{error_chain, register_secret, scrub};
-use crate::source::http::{CaFile, HttpConfig, HttpSource};
+use crate::net::{CaFile, HttpConfig};
+use crate::source::http::HttpSource;
+use crate::util::redact::{error_chain, register_secret, scrub};
 
 /// The file name of the bundle part, as the original clients name it.
-pub const BUNDLE_FILE_NAME: &str = "resources.tar.gz";
+pub(crate) const BUNDLE_FILE_NAME: &str = "resources.tar.gz";
 /// Where the apache-spark-on-k8s init container reads the resource secrets.
-pub const SECRET_MOUNT_PATH: &str = "/mnt/secrets/spark-init";
+pub(crate) const SECRET_MOUNT_PATH: &str = "/mnt/secrets/spark-init";
 /// The Secret key of the jars bundle's secret.
-pub const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
+pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
 /// The Secret key of the files bundle's secret.
-pub const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
+pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
 /// The namespace of the owner when `--namespace` is not given.
-pub const DEFAULT_NAMESPACE: &str = "default";
+pub(crate) const DEFAULT_NAMESPACE: &str = "default";
 
 /// Time allowed to open a TCP/TLS connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -131,7 +132,7 @@ struct Printed<'a> {
 }
 
 /// Runs `stage upload`; the exit code says how it went.
-pub async fn run(args: &UploadArgs) -> ExitCode {
+pub(crate) async fn run(args: &UploadArgs) -> ExitCode {
     match upload(args).await {
         Ok(text) => {
             let mut out = io::stdout().lock();
@@ -422,7 +423,7 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
         .ok_or_else(|| bad("its name is not valid UTF-8"))?
         .to_owned();
     entry_name_ok(&name).map_err(|why| bad(&format!("its name {name:?} {why}")))?;
-    crate::fsutil::open_regular(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
+    crate::util::fs::open_regular(path).map_err(|e| bad(&format!("cannot open: {e}")))?;
     Ok((
         Member {
             path: path.to_owned(),
@@ -435,7 +436,7 @@ fn member(path: &Path) -> Result<(Member, u64), Failure> {
 /// The name rules of the localizer's destinations plus those of the archive
 /// rules the server applies to entries (a Windows drive prefix).
 fn entry_name_ok(name: &str) -> Result<(), &'static str> {
-    crate::plan::check_name(name)?;
+    crate::layout::check_name(name)?;
     let b = name.as_bytes();
     if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
         return Err("looks like a Windows drive prefix, which the archive rules refuse");
@@ -695,7 +696,8 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, member: &Member) -> io::Result<()
     let context = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("{}: {what}: {e}", member.path.display()))
     };
-    let file = crate::fsutil::open_regular(&member.path).map_err(|e| context("cannot open", e))?;
+    let file =
+        crate::util::fs::open_regular(&member.path).map_err(|e| context("cannot open", e))?;
     let meta = file.metadata().map_err(|e| context("cannot stat", e))?;
     let len = meta.len();
     let mut header = tar::Header::new_gnu();
@@ -872,12 +874,12 @@ mod tests {
         let fifo = dir.path().join("app.jar");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = crate::fsutil::open_regular(&fifo).unwrap_err();
+        let err = crate::util::fs::open_regular(&fifo).unwrap_err();
         assert!(err.to_string().contains("regular file"), "{err}");
         let file = dir.path().join("lib.jar");
         std::fs::write(&file, b"jar").unwrap();
         let mut text = String::new();
-        crate::fsutil::open_regular(&file)
+        crate::util::fs::open_regular(&file)
             .unwrap()
             .read_to_string(&mut text)
             .unwrap();

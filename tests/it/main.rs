@@ -1,6 +1,10 @@
 //! Integration tests: the real `spark-localizer` binary, run as a subprocess,
 //! against servers on 127.0.0.1 that misbehave on purpose (and one real nginx).
 
+// Test support is shared between modules of this one binary; the crate's
+// `unreachable_pub` lint is for the library.
+#![allow(unreachable_pub)]
+
 mod support;
 
 mod archives;

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use crate::properties::Properties;
 
 /// The properties-file prefix of Hadoop settings.
-pub const SPARK_HADOOP_PREFIX: &str = "spark.hadoop.";
+pub(crate) const SPARK_HADOOP_PREFIX: &str = "spark.hadoop.";
 
 #[derive(Debug, Clone, Default)]
-pub struct HadoopConf {
+pub(crate) struct HadoopConf {
     /// The configuration directory and where it was named.
     pub dir: Option<(PathBuf, String)>,
     /// Keys from the directory's files, then the overrides.
@@ -26,7 +26,7 @@ pub struct HadoopConf {
 impl HadoopConf {
     /// Loads the directory's files (when there is a directory) and the overrides.
     /// `dir` is the flag's value with its origin; the environment is consulted after.
-    pub fn load(
+    pub(crate) fn load(
         dir: Option<(PathBuf, String)>,
         props: Option<&Properties>,
     ) -> Result<Self, String> {
@@ -74,18 +74,18 @@ impl HadoopConf {
         })
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.values.get(key).map(String::as_str)
     }
 
     /// Whether the cluster wants Kerberos (`hadoop.security.authentication`).
-    pub fn kerberos(&self) -> bool {
+    pub(crate) fn kerberos(&self) -> bool {
         self.get("hadoop.security.authentication")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("kerberos"))
     }
 
     /// The NameNodes of `host` when it is a nameservice: `(id, address)` pairs.
-    pub fn namenodes(&self, host: &str) -> Vec<(String, String)> {
+    pub(crate) fn namenodes(&self, host: &str) -> Vec<(String, String)> {
         let is_service = self
             .get("dfs.nameservices")
             .is_some_and(|v| v.split(',').any(|s| s.trim() == host));
@@ -110,7 +110,7 @@ impl HadoopConf {
 
 /// Reads a Hadoop `*-site.xml`: `<configuration><property><name/><value/>…`.
 fn read_site_file(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = crate::fsutil::read_config_text(path)
+    let text = crate::util::fs::read_config_text(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let doc = roxmltree::Document::parse(&text)
         .map_err(|e| format!("{} is not usable XML: {e}", path.display()))?;

@@ -4,9 +4,9 @@
 //! `HADOOP_TOKEN_FILE_LOCATION` (checked here first) and, in the glibc build,
 //! Kerberos from the ticket cache (`KRB5CCNAME`).
 
-pub mod conf;
-pub mod replicas;
-pub mod token;
+pub(crate) mod conf;
+pub(crate) mod replicas;
+pub(crate) mod token;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,11 +20,11 @@ use self::conf::HadoopConf;
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 
 /// The environment variable naming the delegation-token file.
-pub const TOKEN_FILE_VAR: &str = "HADOOP_TOKEN_FILE_LOCATION";
+pub(crate) const TOKEN_FILE_VAR: &str = "HADOOP_TOKEN_FILE_LOCATION";
 
 /// What the HDFS source is configured from.
 #[derive(Debug, Clone, Default)]
-pub struct HdfsSettings {
+pub(crate) struct HdfsSettings {
     pub conf: HadoopConf,
     /// The delegation-token file and the tokens it holds.
     pub tokens: Option<(PathBuf, Vec<token::TokenInfo>)>,
@@ -32,7 +32,7 @@ pub struct HdfsSettings {
 
 impl HdfsSettings {
     /// Loads the Hadoop configuration and checks the token file; problems are messages.
-    pub fn load(
+    pub(crate) fn load(
         conf_dir: Option<(PathBuf, String)>,
         props: Option<&crate::properties::Properties>,
     ) -> Result<Self, Vec<String>> {
@@ -64,7 +64,7 @@ impl HdfsSettings {
 
 /// Whether this binary can speak Kerberos: hdfs-native loads
 /// `libgssapi_krb5.so.2` at run time, which a static binary cannot do.
-pub fn kerberos_available() -> bool {
+pub(crate) fn kerberos_available() -> bool {
     if cfg!(target_env = "musl") {
         return false;
     }
@@ -74,7 +74,7 @@ pub fn kerberos_available() -> bool {
 }
 
 /// The message for a Kerberos cluster this binary cannot authenticate to.
-pub const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
+pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
 
 /// One cluster's client and what errors should say about it.
 struct Cluster {
@@ -84,14 +84,14 @@ struct Cluster {
 }
 
 /// What `check` prints about one cluster.
-pub struct ClusterInfo {
+pub(crate) struct ClusterInfo {
     pub cluster: String,
     pub namenodes: String,
     pub auth: String,
 }
 
 #[derive(Default)]
-pub struct HdfsSource {
+pub(crate) struct HdfsSource {
     clusters: BTreeMap<String, Cluster>,
     auth: String,
     /// How long the NameNode calls of one request may take, failovers included.
@@ -103,7 +103,7 @@ pub struct HdfsSource {
 }
 
 /// `scheme://authority` of an hdfs/viewfs URI: which client serves it.
-pub fn cluster_of(uri: &Url) -> String {
+pub(crate) fn cluster_of(uri: &Url) -> String {
     let mut key = format!("{}://{}", uri.scheme(), uri.host_str().unwrap_or_default());
     if let Some(port) = uri.port() {
         key.push_str(&format!(":{port}"));
@@ -112,8 +112,8 @@ pub fn cluster_of(uri: &Url) -> String {
 }
 
 /// Checks an `hdfs://` / `viewfs://` URI before any traffic.
-pub fn check_uri(uri: &Url) -> Result<(), String> {
-    let shown = crate::redact::redact_url(uri.as_str());
+pub(crate) fn check_uri(uri: &Url) -> Result<(), String> {
+    let shown = crate::util::redact::redact_url(uri.as_str());
     if uri.scheme() == "hdfs" && uri.host_str().is_none_or(str::is_empty) {
         return Err(format!(
             "{shown} has no NameNode or nameservice (write hdfs://nameservice/path or hdfs://host:8020/path)"
@@ -142,7 +142,7 @@ pub fn check_uri(uri: &Url) -> Result<(), String> {
 
 impl HdfsSource {
     /// Builds a client per cluster named by the plan.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         settings: &HdfsSettings,
         uris: impl IntoIterator<Item = &'a Url>,
         rpc_timeout: std::time::Duration,
@@ -262,12 +262,12 @@ impl HdfsSource {
     }
 
     /// The configuration directory used, with its origin.
-    pub fn conf_dir(&self) -> Option<String> {
+    pub(crate) fn conf_dir(&self) -> Option<String> {
         self.conf_dir.clone()
     }
 
     /// Every cluster in use, for `check`.
-    pub fn describe(&self) -> Vec<ClusterInfo> {
+    pub(crate) fn describe(&self) -> Vec<ClusterInfo> {
         self.clusters
             .iter()
             .map(|(key, c)| ClusterInfo {
@@ -314,9 +314,9 @@ impl HdfsSource {
                 FaultKind::Transient,
                 format!(
                     "{}: no answer from {} within {} (--connect-timeout)",
-                    crate::redact::redact_url(uri.as_str()),
+                    crate::util::redact::redact_url(uri.as_str()),
                     tried(c, uri),
-                    crate::duration::format_duration(self.rpc_timeout)
+                    crate::util::duration::format_duration(self.rpc_timeout)
                 ),
             )),
         }
@@ -352,7 +352,7 @@ impl Source for HdfsSource {
         };
         // hdfs-native panics on a range past the end: clamp it.
         let (start, end) = (offset.min(size), end.min(size).max(offset.min(size)));
-        let shown = crate::redact::redact_url(uri.as_str());
+        let shown = crate::util::redact::redact_url(uri.as_str());
         let (corrupt, key) = (self.corrupt.clone(), uri.to_string());
         let mut watched = replicas::Watched::new(
             reader
@@ -435,14 +435,14 @@ fn directory(uri: &Url) -> SourceError {
         FaultKind::Refused,
         format!(
             "{}: is a directory; name a file",
-            crate::redact::redact_url(uri.as_str())
+            crate::util::redact::redact_url(uri.as_str())
         ),
     )
 }
 
 /// hdfs-native's message, without its generic prefixes.
 fn describe(e: &HdfsError) -> String {
-    crate::redact::scrub(&e.to_string())
+    crate::util::redact::scrub(&e.to_string())
 }
 
 fn fault_of(e: &HdfsError) -> FaultKind {
@@ -494,7 +494,7 @@ fn tried(c: &Cluster, uri: &Url) -> String {
 }
 
 fn classify(c: &Cluster, uri: &Url, e: HdfsError) -> SourceError {
-    let shown = crate::redact::redact_url(uri.as_str());
+    let shown = crate::util::redact::redact_url(uri.as_str());
     let kind = fault_of(&e);
     let tried = tried(c, uri);
     let message = match &e {
@@ -509,7 +509,7 @@ fn classify(c: &Cluster, uri: &Url, e: HdfsError) -> SourceError {
         }
         HdfsError::GSSAPIError(_, _, message) => format!(
             "{shown}: Kerberos authentication to {tried} failed ({}): run kinit or mount a ticket cache (KRB5CCNAME), or give a delegation token (HADOOP_TOKEN_FILE_LOCATION)",
-            crate::redact::scrub(message)
+            crate::util::redact::scrub(message)
         ),
         HdfsError::IOError(_) | HdfsError::RPCError(..) | HdfsError::FatalRPCError(..) => {
             format!("{shown}: {tried}: {}", describe(&e))

@@ -46,20 +46,20 @@ impl log::Log for CaptureLogger {
 }
 
 /// Installs the logger (once per process; later calls do nothing).
-pub fn install() {
+pub(crate) fn install() {
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(log::LevelFilter::Warn);
     }
 }
 
 /// A stream that remembers the hdfs-native warnings logged while it is polled.
-pub struct Watched<S> {
+pub(crate) struct Watched<S> {
     inner: S,
     seen: Vec<String>,
 }
 
 impl<S> Watched<S> {
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Watched {
             inner,
             seen: Vec::new(),
@@ -69,7 +69,7 @@ impl<S> Watched<S> {
 
 impl<S: Stream + Unpin> Watched<S> {
     /// Whether a replica was refused for a checksum mismatch.
-    pub fn saw_checksum_errors(&self) -> bool {
+    pub(crate) fn saw_checksum_errors(&self) -> bool {
         self.seen.iter().any(|m| m.contains("ChecksumError"))
     }
 }

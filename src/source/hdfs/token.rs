@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// One token's kind and service (what `check` may print; never the secret parts).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenInfo {
+pub(crate) struct TokenInfo {
     pub kind: String,
     pub service: String,
 }
@@ -17,7 +17,7 @@ const MAGIC: &[u8] = b"HDTS";
 const HDFS_DELEGATION_TOKEN: &str = "HDFS_DELEGATION_TOKEN";
 
 /// Reads and checks every token in `path`.
-pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
+pub(crate) fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
     // A regular file of Secret size: not a device, a FIFO or something huge.
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
     if !meta.is_file() {
@@ -29,8 +29,8 @@ pub fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
             meta.len()
         ));
     }
-    let data =
-        crate::fsutil::read_regular(path, MAX_FILE).map_err(|e| format!("cannot read it: {e}"))?;
+    let data = crate::util::fs::read_regular(path, MAX_FILE)
+        .map_err(|e| format!("cannot read it: {e}"))?;
     parse(&data)
 }
 
@@ -41,7 +41,7 @@ impl TokenInfo {
     /// Whether this is an HDFS delegation token for the cluster `host[:port]` of a
     /// URI: `ha-hdfs:<nameservice>` for a nameservice, `<host>:<port>` (or any
     /// address with that port) for a single NameNode.
-    pub fn serves(&self, host: &str, port: Option<u16>, nameservice: bool) -> bool {
+    pub(crate) fn serves(&self, host: &str, port: Option<u16>, nameservice: bool) -> bool {
         if self.kind != HDFS_DELEGATION_TOKEN {
             return false;
         }
@@ -53,7 +53,7 @@ impl TokenInfo {
     }
 }
 
-pub fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
+pub(crate) fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
     let mut r = Reader { data, pos: 0 };
     if r.take(4)? != MAGIC {
         return Err("not a Hadoop token file (no HDTS header)".into());
@@ -263,7 +263,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// `WritableUtils.writeVLong`.
-    pub fn vlong(out: &mut Vec<u8>, v: i64) {
+    pub(crate) fn vlong(out: &mut Vec<u8>, v: i64) {
         if (-112..=127).contains(&v) {
             out.push(v as u8);
             return;
@@ -294,7 +294,7 @@ pub(crate) mod tests {
     }
 
     /// A Writable token file with one HDFS delegation token for `service`.
-    pub fn token_file(service: &str) -> Vec<u8> {
+    pub(crate) fn token_file(service: &str) -> Vec<u8> {
         let mut id = vec![0u8];
         for s in ["spark", "yarn", ""] {
             text(&mut id, s);

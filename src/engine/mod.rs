@@ -2,103 +2,36 @@
 //! destination directories (sweeping partials, forgetting what the plan
 //! dropped), keeps files an earlier run left that still verify, orders the rest
 //! largest first, and runs them with bounded parallelism under the deadline and
-//! the stop signal. Moving one artifact's bytes is [`crate::transfer`]'s job.
+//! the stop signal. Moving one artifact's bytes is [`crate::engine::transfer`]'s job.
 //!
 //! Everything here is source-agnostic: sources only produce byte streams.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::time::{timeout_at, Instant};
 use tracing::{debug, info};
 
-use crate::dest;
-use crate::duration::format_duration;
-use crate::exit::ExitCode;
+use crate::cmd::exit::ExitCode;
+use crate::layout;
 use crate::plan::{resolved, Artifact, Plan, Target};
 use crate::progress::Reporter;
-use crate::retry::Backoff;
 use crate::source::Sources;
-use crate::{extract, transfer};
+use crate::util::duration::format_duration;
 
-/// How the engine behaves.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub parallelism: usize,
-    /// Retries after the first attempt.
-    pub retries: u32,
-    pub backoff: Backoff,
-    pub stall_timeout: Duration,
-    /// Time to open a connection; also the budget for the size probes.
-    pub connect_timeout: Duration,
-    pub deadline: Instant,
-    /// The configured deadline, for messages.
-    pub deadline_len: Duration,
-    pub fsync: bool,
-    /// Limits for unpacking archives.
-    pub archive_limits: crate::archive::Limits,
-    /// Becomes `true` when the process is asked to stop (SIGTERM/SIGINT).
-    pub cancel: tokio::sync::watch::Receiver<bool>,
-}
+pub(crate) use self::options::Options;
+pub(crate) use self::outcome::{Failure, Outcome, Status};
 
-/// What happened to one artifact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Downloaded, verified and published.
-    Fetched,
-    /// Copied from a `file://` URI.
-    Copied,
-    /// Found complete and correct from an earlier run; not fetched again.
-    Kept,
-    /// `local://`: in the image, only listed in the classpath.
-    Local,
-    Failed,
-}
-
-/// Why an artifact failed: the exit code it maps to and a message naming the URI.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    pub code: ExitCode,
-    pub message: String,
-}
-
-/// The outcome of one artifact, index-aligned with the plan.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub status: Status,
-    pub bytes: u64,
-    pub sha256: Option<String>,
-    pub attempts: u32,
-    pub duration: Duration,
-    pub failure: Option<Failure>,
-}
-
-impl Outcome {
-    pub(crate) fn new(status: Status) -> Self {
-        Outcome {
-            status,
-            bytes: 0,
-            sha256: None,
-            attempts: 0,
-            duration: Duration::ZERO,
-            failure: None,
-        }
-    }
-
-    pub(crate) fn failed(code: ExitCode, message: String) -> Self {
-        Outcome {
-            failure: Some(Failure { code, message }),
-            ..Outcome::new(Status::Failed)
-        }
-    }
-}
+mod options;
+mod outcome;
+mod ranged;
+mod transfer;
+pub(crate) mod unpack;
 
 /// The result of [`run`]: one outcome per artifact, in plan order, and the
 /// directory locks, held until this is dropped (after the outputs are written).
-pub struct Run {
+pub(crate) struct Run {
     pub outcomes: Vec<Outcome>,
     /// Real directories another spark-localizer holds: this run must not write
     /// its shared outputs (classpath, env file, report) there.
@@ -107,7 +40,7 @@ pub struct Run {
 }
 
 /// Localizes every artifact of `plan`; returns one outcome per artifact, in plan order.
-pub async fn run(
+pub(crate) async fn run(
     plan: &Plan,
     sources: &Sources,
     opts: &Options,
@@ -166,14 +99,14 @@ pub async fn run(
                     .filter(|d| !busy.contains(d) && !held.contains(d))
                     .collect();
                 for d in unsettled {
-                    match dest::lock_dir(&d, Instant::now(), false).await {
+                    match layout::lock_dir(&d, Instant::now(), false).await {
                         Ok(Some(lock)) => locks.push(lock),
                         _ => busy.push(d),
                     }
                 }
                 return Run { outcomes: finished(outcomes, Some(Stop::Interrupted)), busy, _locks: locks };
             }
-            locked = dest::lock_dir(dir, opts.deadline, *used) => locked,
+            locked = layout::lock_dir(dir, opts.deadline, *used) => locked,
         };
         let prepared = match locked {
             Ok(Some(lock)) => {
@@ -358,7 +291,7 @@ pub async fn run(
                 let limits = opts.archive_limits;
                 async move {
                     let published = tokio::task::spawn_blocking(move || {
-                        extract::publish(&artifact, &sha, &limits, fsync)
+                        unpack::publish(&artifact, &sha, &limits, fsync)
                     })
                     .await;
                     (i, published)
@@ -388,7 +321,7 @@ pub async fn run(
             let limits = opts.archive_limits;
             let done = tokio::task::spawn_blocking(move || {
                 let published =
-                    extract::publish_bundle(&artifact, &sha, &limits, &mut claims, fsync);
+                    unpack::publish_bundle(&artifact, &sha, &limits, &mut claims, fsync);
                 (published, claims)
             })
             .await;
@@ -421,10 +354,10 @@ pub async fn run(
                 let a = &plan.artifacts[i];
                 let into = a.visible().display();
                 match published {
-                    Ok(Ok(extract::Published::Unpacked { entries, bytes })) => {
+                    Ok(Ok(unpack::Published::Unpacked { entries, bytes })) => {
                         info!(uri = %a.shown, "unpacked {entries} entries ({bytes} bytes) into {into}");
                     }
-                    Ok(Ok(extract::Published::Kept)) => {
+                    Ok(Ok(unpack::Published::Kept)) => {
                         debug!(uri = %a.shown, "{into} is already unpacked from this archive");
                     }
                     Ok(Err((code, message))) => fail(&mut outcomes[i], code, message),
@@ -442,7 +375,7 @@ pub async fn run(
                     (Some(u), Some(o)) if u.flat => o
                         .sha256
                         .as_deref()
-                        .is_some_and(|sha| extract::bundle_entries(a, sha).is_some()),
+                        .is_some_and(|sha| unpack::bundle_entries(a, sha).is_some()),
                     _ => a.visible().is_dir(),
                 };
                 if a.unpack.is_some() && !published {
@@ -508,8 +441,8 @@ async fn cancelled(cancel: &tokio::sync::watch::Receiver<bool>) {
 
 /// What the plan's artifacts (other than staging bundles, whose files are known
 /// only once unpacked) and spark-localizer's own outputs take, by real path.
-fn claims(plan: &Plan) -> extract::Claims {
-    let mut claims: extract::Claims = plan
+fn claims(plan: &Plan) -> unpack::Claims {
+    let mut claims: unpack::Claims = plan
         .reserved
         .iter()
         .map(|(path, flag)| (path.clone(), format!("the file named by {flag}")))
@@ -525,19 +458,19 @@ fn claims(plan: &Plan) -> extract::Claims {
 /// Removes partial files of earlier runs, and removes files an
 /// earlier run published that the plan no longer names.
 fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
-    let swept = dest::sweep_partials(dir)?;
+    let swept = layout::sweep_partials(dir)?;
     if swept > 0 {
         info!(
             "removed {swept} partial file(s) left in {} by an earlier run",
             dir.display()
         );
     }
-    for name in dest::recorded_names(dir) {
+    for name in layout::recorded_names(dir) {
         let in_dir =
             |a: &&Artifact| matches!(&a.target, Target::Fetch { real_dir, .. } if real_dir == dir);
         // A staging bundle's files are recorded as coming from the bundle's URI.
         let from_bundle = || {
-            let record = dest::read_record(dir, &name);
+            let record = layout::read_record(dir, &name);
             record.is_some_and(|r| {
                 plan.artifacts
                     .iter()
@@ -551,10 +484,10 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
                 "removing {name} from {}: an earlier run fetched it, this plan does not name it",
                 dir.display()
             );
-            dest::remove_record(dir, &name);
-            let _ = dest::remove_any(&dir.join(&name));
-            let _ = dest::remove_any(&dest::archive_path(dir, &name));
-            let _ = dest::remove_any(&dest::unpacked_marker(dir, &name));
+            layout::remove_record(dir, &name);
+            let _ = layout::remove_any(&dir.join(&name));
+            let _ = layout::remove_any(&layout::archive_path(dir, &name));
+            let _ = layout::remove_any(&layout::unpacked_marker(dir, &name));
         }
     }
     Ok(())
@@ -568,13 +501,13 @@ fn verify_existing(a: &Artifact, fsync: bool) -> Option<Outcome> {
     };
     if std::fs::symlink_metadata(path).is_ok_and(|md| md.is_dir()) {
         // An earlier plan unpacked an archive under this name.
-        let _ = dest::remove_any(path);
+        let _ = layout::remove_any(path);
     }
     if !path.is_file() {
         return None;
     }
-    let record = dest::read_record(dir, &a.name);
-    let (size, digest) = dest::hash_file(path).ok()?;
+    let record = layout::read_record(dir, &a.name);
+    let (size, digest) = layout::hash_file(path).ok()?;
     let hex_digest = hex::encode(digest);
     let good = match (&a.pin, &record) {
         (Some(pin), _) => *pin == digest,
@@ -585,12 +518,12 @@ fn verify_existing(a: &Artifact, fsync: bool) -> Option<Outcome> {
     };
     if !good {
         debug!(uri = %a.shown, "{} exists but does not verify; fetching it again", path.display());
-        dest::remove_record(dir, &a.name);
+        layout::remove_record(dir, &a.name);
         let _ = std::fs::remove_file(path);
         return None;
     }
     if record.is_none() {
-        let _ = dest::write_record(
+        let _ = layout::write_record(
             dir,
             &a.name,
             &transfer::new_record(a, size, &hex_digest),

@@ -24,22 +24,20 @@ use std::path::{Path, PathBuf};
 
 use url::Url;
 
-use crate::config::Origin;
+pub(crate) use super::secret_dir::{
+    has_control, ACCESS_KEY_FILE, SECRET_KEY_FILE, SESSION_TOKEN_FILE,
+};
 use crate::env_vars::aws;
+use crate::origin::Origin;
 use crate::properties::Properties;
 
 /// The prefix of the Hadoop S3A keys in a Spark properties file.
-pub const HADOOP_PREFIX: &str = "spark.hadoop.fs.s3a.";
-
-/// The files of a credentials Secret directory.
-pub const ACCESS_KEY_FILE: &str = "access-key";
-pub const SECRET_KEY_FILE: &str = "secret-key";
-pub const SESSION_TOKEN_FILE: &str = "session-token";
+pub(crate) const HADOOP_PREFIX: &str = "spark.hadoop.fs.s3a.";
 
 /// Everything S3 configuration is made of: the flag, the properties file's S3A keys
 /// and a snapshot of the `AWS_*` environment.
 #[derive(Debug, Clone, Default)]
-pub struct S3Settings {
+pub(crate) struct S3Settings {
     pub credentials_dir: Option<(PathBuf, Origin)>,
     /// `spark.hadoop.fs.s3a.*` keys as written, with their values.
     hadoop: BTreeMap<String, String>,
@@ -49,7 +47,7 @@ pub struct S3Settings {
 
 /// How requests to one bucket are signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// Files re-read on every request.
     Dir(PathBuf),
     Static {
@@ -78,7 +76,7 @@ pub enum Credentials {
 
 /// A bucket's resolved configuration.
 #[derive(Debug, Clone)]
-pub struct BucketConfig {
+pub(crate) struct BucketConfig {
     pub bucket: String,
     /// The endpoint handed to object_store (with the bucket in the host when
     /// virtual-hosted on a custom endpoint); `None` for AWS's own.
@@ -97,7 +95,10 @@ pub struct BucketConfig {
 
 impl S3Settings {
     /// Collects the S3 inputs: the flag, the properties file and the environment.
-    pub fn new(credentials_dir: Option<(PathBuf, Origin)>, props: Option<&Properties>) -> Self {
+    pub(crate) fn new(
+        credentials_dir: Option<(PathBuf, Origin)>,
+        props: Option<&Properties>,
+    ) -> Self {
         let env = aws::ALL
             .iter()
             .filter_map(|&name| {
@@ -124,12 +125,12 @@ impl S3Settings {
             .unwrap_or_default();
         for (key, value) in &hadoop {
             if is_secret_key(key) {
-                crate::redact::register_secret(value);
+                crate::util::redact::register_secret(value);
             }
         }
         for name in [aws::SECRET_ACCESS_KEY, aws::SESSION_TOKEN] {
             if let Some(v) = env.get(name) {
-                crate::redact::register_secret(v);
+                crate::util::redact::register_secret(v);
             }
         }
         S3Settings {
@@ -175,7 +176,7 @@ impl S3Settings {
     }
 
     /// Resolves `bucket`'s configuration; every problem found is returned.
-    pub fn resolve(&self, bucket: &str) -> Result<BucketConfig, Vec<String>> {
+    pub(crate) fn resolve(&self, bucket: &str) -> Result<BucketConfig, Vec<String>> {
         let mut problems = Vec::new();
         let ssl = self
             .hadoop_bool(bucket, "connection.ssl.enabled")
@@ -458,9 +459,9 @@ impl S3Settings {
                     aws::ROLE_ARN
                 ));
             };
-            match crate::fsutil::read_config_text(Path::new(token_file)) {
+            match crate::util::fs::read_config_text(Path::new(token_file)) {
                 // The token is a bearer credential: never in any output.
-                Ok(token) => crate::redact::register_secret(token.trim()),
+                Ok(token) => crate::util::redact::register_secret(token.trim()),
                 Err(e) => {
                     return Err(format!(
                         "{}={token_file}: cannot read the token file: {e}",
@@ -506,8 +507,8 @@ impl S3Settings {
                     aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
                 ));
             };
-            if let Ok(token) = crate::fsutil::read_config_text(Path::new(token_file)) {
-                crate::redact::register_secret(token.trim());
+            if let Ok(token) = crate::util::fs::read_config_text(Path::new(token_file)) {
+                crate::util::redact::register_secret(token.trim());
             }
             return Ok((
                 Credentials::PodIdentity {
@@ -555,11 +556,6 @@ fn key_of(origin: &Origin) -> String {
     }
 }
 
-/// A credential with a control character cannot go into a request header.
-pub fn has_control(value: &str) -> bool {
-    value.chars().any(char::is_control)
-}
-
 fn is_secret_key(key: &str) -> bool {
     key.ends_with(".secret.key") || key.ends_with(".session.token")
 }
@@ -599,7 +595,7 @@ fn is_global_aws(url: &Url) -> bool {
 }
 
 /// The credentials Secret directory must hold the two required files.
-pub fn check_credentials_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn check_credentials_dir(dir: &Path) -> Result<(), String> {
     let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read the directory: {e}"))?;
     if !meta.is_dir() {
         return Err("not a directory".into());

@@ -5,91 +5,70 @@
 //! the built-in default. Configuration is fully read and validated here, before
 //! any network traffic.
 
-use std::fmt;
+pub(crate) mod checksums;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::checksums::{Checksums, ChecksumsError};
-use crate::cli::{positive_duration, ArgOrigins, FetchArgs};
+use crate::cli::{ArgOrigins, FetchArgs};
+use crate::config::checksums::{Checksums, ChecksumsError};
 use crate::env_vars as env;
+use crate::net::{load_header_file, CaFile, HttpConfig, HttpSetupError};
+use crate::origin::Origin;
 use crate::properties::{Properties, PropertiesError};
-use crate::source::http::{load_header_file, CaFile, HttpConfig, HttpSetupError};
+use crate::util::duration::positive_duration;
 
 /// Default destination for jars, as in the apache-spark-on-k8s init container.
-pub const DEFAULT_JARS_DIR: &str = "/var/spark-data/spark-jars";
+pub(crate) const DEFAULT_JARS_DIR: &str = "/var/spark-data/spark-jars";
 /// Default destination for files.
-pub const DEFAULT_FILES_DIR: &str = "/var/spark-data/spark-files";
+pub(crate) const DEFAULT_FILES_DIR: &str = "/var/spark-data/spark-files";
 /// Default overall deadline (the fork's mountTimeout default).
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Properties-file keys read for each input, in the order their lists are joined.
-pub mod keys {
-    pub const JARS: &[&str] = &["spark.jars", "spark.kubernetes.initcontainer.remoteJars"];
-    pub const FILES: &[&str] = &["spark.files", "spark.kubernetes.initcontainer.remoteFiles"];
-    pub const ARCHIVES: &[&str] = &["spark.archives"];
-    pub const JARS_DIR: &str = "spark.kubernetes.mountdependencies.jarsDownloadDir";
-    pub const FILES_DIR: &str = "spark.kubernetes.mountdependencies.filesDownloadDir";
-    pub const MOUNT_TIMEOUT: &str = "spark.kubernetes.mountdependencies.mountTimeout";
-    pub const STAGING_URI: &[&str] = &[
+pub(crate) mod keys {
+    pub(crate) const JARS: &[&str] = &["spark.jars", "spark.kubernetes.initcontainer.remoteJars"];
+    pub(crate) const FILES: &[&str] =
+        &["spark.files", "spark.kubernetes.initcontainer.remoteFiles"];
+    pub(crate) const ARCHIVES: &[&str] = &["spark.archives"];
+    pub(crate) const JARS_DIR: &str = "spark.kubernetes.mountdependencies.jarsDownloadDir";
+    pub(crate) const FILES_DIR: &str = "spark.kubernetes.mountdependencies.filesDownloadDir";
+    pub(crate) const MOUNT_TIMEOUT: &str = "spark.kubernetes.mountdependencies.mountTimeout";
+    pub(crate) const STAGING_URI: &[&str] = &[
         "spark.kubernetes.resourceStagingServer.internal.uri",
         "spark.kubernetes.resourceStagingServer.uri",
     ];
-    pub const STAGING_JARS_ID: &str =
+    pub(crate) const STAGING_JARS_ID: &str =
         "spark.kubernetes.initcontainer.downloadJarsResourceIdentifier";
-    pub const STAGING_FILES_ID: &str =
+    pub(crate) const STAGING_FILES_ID: &str =
         "spark.kubernetes.initcontainer.downloadFilesResourceIdentifier";
-    pub const STAGING_JARS_SECRET: &str =
+    pub(crate) const STAGING_JARS_SECRET: &str =
         "spark.kubernetes.initcontainer.downloadJarsSecretLocation";
-    pub const STAGING_FILES_SECRET: &str =
+    pub(crate) const STAGING_FILES_SECRET: &str =
         "spark.kubernetes.initcontainer.downloadFilesSecretLocation";
-    pub const STAGING_CA_PEM: &[&str] = &[
+    pub(crate) const STAGING_CA_PEM: &[&str] = &[
         "spark.ssl.kubernetes.resourceStagingServer.internal.clientCertPem",
         "spark.ssl.kubernetes.resourceStagingServer.clientCertPem",
     ];
 }
 
-/// Where a value came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// A command-line flag (clap's id: its long name with `_` for `-`).
-    Flag(&'static str),
-    /// An environment variable.
-    Env(&'static str),
-    /// A key of the properties file.
-    Properties { path: PathBuf, key: String },
-    /// The built-in default.
-    Default,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // Flags are spelled with dashes where clap's ids have underscores.
-            Origin::Flag(name) => write!(f, "--{}", name.replace('_', "-")),
-            Origin::Env(name) => f.write_str(name),
-            Origin::Properties { path, key } => write!(f, "{key} in {}", path.display()),
-            Origin::Default => f.write_str("default"),
-        }
-    }
-}
-
 /// A value and where it came from.
 #[derive(Debug, Clone)]
-pub struct Sourced<T> {
+pub(crate) struct Sourced<T> {
     pub value: T,
     pub origin: Origin,
 }
 
 /// One URI as the user declared it.
 #[derive(Debug, Clone)]
-pub struct Declared {
+pub(crate) struct Declared {
     pub uri: String,
     pub origin: Origin,
 }
 
 /// Everything `fetch` and `check` need, validated.
 #[derive(Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub jars: Vec<Declared>,
     pub files: Vec<Declared>,
     pub archives: Vec<Declared>,
@@ -114,7 +93,7 @@ pub struct Settings {
     pub no_progress: bool,
     pub progress_interval: Duration,
     /// S3 inputs (the credentials-dir flag, the S3A keys, the AWS_* environment).
-    pub s3: crate::source::s3::settings::S3Settings,
+    pub s3: crate::s3::settings::S3Settings,
     /// `--hadoop-conf-dir` and where it was given (HDFS reads it only when needed).
     pub hadoop_conf_dir: Option<(PathBuf, String)>,
     /// The properties file, parsed (for `spark.hadoop.*` keys).
@@ -127,7 +106,7 @@ pub struct Settings {
 
 /// Where staging bundles come from and the files holding their secrets.
 #[derive(Debug, Clone)]
-pub struct StagingSettings {
+pub(crate) struct StagingSettings {
     /// The server's base URL (http or https).
     pub uri: Option<Sourced<url::Url>>,
     pub jars_secret: Sourced<PathBuf>,
@@ -140,7 +119,7 @@ pub struct StagingSettings {
 
 /// A configuration problem; always found before any network traffic (exit code 2).
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error(transparent)]
     Properties(#[from] PropertiesError),
     #[error(transparent)]
@@ -161,7 +140,7 @@ impl Settings {
     /// Resolves `args` (with their origins) and the properties file they name.
     /// Problems do not stop resolution: they are collected in `problems` so the
     /// user sees all of them at once.
-    pub fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Settings {
+    pub(crate) fn resolve(args: &FetchArgs, origins: &ArgOrigins) -> Settings {
         let mut problems = Vec::new();
         let origin_of = |id: &'static str, env_name: &'static str| origins.origin(id, env_name);
         let properties = args.properties_file.as_deref().and_then(|path| {
@@ -363,7 +342,7 @@ impl Settings {
             headers,
         };
 
-        let s3 = crate::source::s3::settings::S3Settings::new(
+        let s3 = crate::s3::settings::S3Settings::new(
             args.s3_credentials_dir.clone().map(|dir| {
                 (
                     dir,
@@ -380,15 +359,15 @@ impl Settings {
             classpath_file: args
                 .classpath_file
                 .clone()
-                .unwrap_or_else(|| in_jars_dir(crate::output::CLASSPATH_FILE)),
+                .unwrap_or_else(|| in_jars_dir(crate::layout::CLASSPATH_FILE)),
             env_file: args
                 .env_file
                 .clone()
-                .unwrap_or_else(|| in_jars_dir(crate::output::ENV_FILE)),
+                .unwrap_or_else(|| in_jars_dir(crate::layout::ENV_FILE)),
             report: args
                 .report
                 .clone()
-                .unwrap_or_else(|| in_jars_dir(crate::output::REPORT_FILE)),
+                .unwrap_or_else(|| in_jars_dir(crate::layout::REPORT_FILE)),
             termination_log,
             jars,
             files,
@@ -518,7 +497,7 @@ fn staging_settings(
 
 /// A staging server URL: http(s), a host, no credentials, query or fragment.
 fn parse_staging_uri(value: &str) -> Result<url::Url, String> {
-    let shown = crate::redact::redact_url(value);
+    let shown = crate::util::redact::redact_url(value);
     let url = url::Url::parse(value)
         .map_err(|e| format!("{shown} is not a URL ({e}); e.g. http://spark-staging:10000"))?;
     if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
@@ -541,7 +520,7 @@ fn parse_staging_uri(value: &str) -> Result<url::Url, String> {
 
 /// The termination-message file: the one given, else `/dev/termination-log` when
 /// the kubelet mounted it, else none.
-pub fn termination_log(explicit: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn termination_log(explicit: Option<&Path>) -> Option<PathBuf> {
     let default = Path::new(env::DEFAULT_TERMINATION_LOG);
     explicit
         .map(Path::to_owned)

@@ -12,17 +12,15 @@ use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
-use crate::dest::{self, Record, TempFile};
-use crate::duration::format_duration;
-use crate::engine::{Options, Outcome, Status};
-use crate::exit::ExitCode;
+use super::options::Options;
+use super::outcome::{Outcome, Status};
+use super::ranged;
+use crate::cmd::exit::ExitCode;
+use crate::layout::{self, Record, TempFile};
 use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
-use crate::ranged;
 use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
-
-/// The longest `Retry-After` honoured.
-pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+use crate::util::duration::format_duration;
 
 /// Chunks smaller than this are gathered before a write; larger ones are written
 /// as they come. Writes go to the page cache straight from the task that
@@ -33,7 +31,7 @@ const WRITE_BUFFER: usize = 64 << 10;
 
 /// What an unfinished transfer got to, for the message when it is cut off.
 #[derive(Default)]
-pub struct Trace {
+pub(super) struct Trace {
     attempts: AtomicU32,
     last_error: Mutex<Option<String>>,
 }
@@ -41,7 +39,7 @@ pub struct Trace {
 impl Trace {
     /// The outcome of a transfer cut off by the deadline or a signal, with the
     /// attempts made and the last error seen added.
-    pub fn failed(&self, cut: Outcome) -> Outcome {
+    pub(super) fn failed(&self, cut: Outcome) -> Outcome {
         let last = self.last_error.lock().expect("lock").take();
         let failure = cut.failure.map(|mut f| {
             if let Some(last) = last {
@@ -128,7 +126,7 @@ impl From<std::io::Error> for AttemptError {
 }
 
 /// Fetches one artifact to its destination; never returns an error, only an outcome.
-pub async fn fetch_one(
+pub(super) async fn fetch_one(
     id: usize,
     a: &Artifact,
     sources: &Sources,
@@ -195,7 +193,7 @@ pub async fn fetch_one(
                 let described = e.describe();
                 *trace.last_error.lock().expect("lock") = Some(described.clone());
                 // Honour the server's Retry-After, within reason (the deadline still rules).
-                let asked = e.retry_after.map(|d| d.min(MAX_RETRY_AFTER));
+                let asked = e.retry_after.map(|d| d.min(crate::retry::MAX_RETRY_AFTER));
                 let delay = opts.backoff.delay(attempts).max(asked.unwrap_or_default());
                 warn!(
                     uri = %a.shown,
@@ -253,12 +251,12 @@ pub async fn fetch_one(
         }
     }
     drop(t.file);
-    dest::remove_record(dir, &a.name);
+    layout::remove_record(dir, &a.name);
     if let Err(e) = tmp.publish(path) {
         return local_error(e, "rename into");
     }
     let record = new_record(a, t.written, &hex_digest);
-    if let Err(e) = dest::write_record(dir, &a.name, &record, opts.fsync) {
+    if let Err(e) = layout::write_record(dir, &a.name, &record, opts.fsync) {
         // The file is correct; only a restart will fetch it again.
         warn!(uri = %a.shown, "cannot write the state record for {}: {e}", path.display());
     }

@@ -13,18 +13,52 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::plan::RESERVED_PREFIX;
+/// The longest destination name (bytes), leaving room for temp-file decorations.
+pub(crate) const MAX_NAME: usize = 200;
+
+/// Prefix reserved for spark-localizer's own temp and state files.
+pub(crate) const RESERVED_PREFIX: &str = ".spark-localizer";
+
+/// Default name of the `:`-joined classpath file (in the jars dir).
+pub(crate) const CLASSPATH_FILE: &str = "classpath";
+/// Default name of the POSIX-sh snippet (in the jars dir).
+pub(crate) const ENV_FILE: &str = "spark-classpath.env";
+/// Default name of the JSON report (in the jars dir).
+pub(crate) const REPORT_FILE: &str = "spark-localizer-report.json";
+/// A destination name must be one plain path component.
+pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name == "." || name == ".." {
+        return Err("would leave the destination directory");
+    }
+    if name.contains('/') || name.contains('\\') {
+        return Err("contains a path separator");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains control characters");
+    }
+    // Temp and record names add ~40 bytes; file names stop at 255.
+    if name.len() > MAX_NAME {
+        return Err("is longer than 200 bytes");
+    }
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err("starts with .spark-localizer, which is reserved");
+    }
+    Ok(())
+}
 
 const PARTIAL_SUFFIX: &str = ".partial";
 /// A directory an archive is being unpacked into.
-pub const UNPACK_SUFFIX: &str = ".unpack";
+pub(crate) const UNPACK_SUFFIX: &str = ".unpack";
 /// A directory being replaced by a newer unpack.
-pub const OLD_SUFFIX: &str = ".old";
+pub(crate) const OLD_SUFFIX: &str = ".old";
 const STATE_DIR: &str = ".spark-localizer";
 
 /// What was published under a name, so a later run can re-verify it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     /// sha256 of the URI without userinfo (see [`uri_digest`]).
     pub uri_sha256: String,
     pub size: u64,
@@ -33,7 +67,7 @@ pub struct Record {
 
 /// sha256 of a URI without its userinfo, as kept in records: the emptyDir is
 /// readable by the main container, so nothing there may help guess a password.
-pub fn uri_digest(uri: &url::Url) -> String {
+pub(crate) fn uri_digest(uri: &url::Url) -> String {
     let mut bare = uri.clone();
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
@@ -41,12 +75,12 @@ pub fn uri_digest(uri: &url::Url) -> String {
 }
 
 /// Where a fetched archive is kept (it is unpacked into `<dir>/<name>`).
-pub fn archive_path(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn archive_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(STATE_DIR).join("archives").join(name)
 }
 
 /// The marker naming the sha256 of the archive `<dir>/<name>` was unpacked from.
-pub fn unpacked_marker(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn unpacked_marker(dir: &Path, name: &str) -> PathBuf {
     dir.join(STATE_DIR).join(format!("{name}.unpacked"))
 }
 
@@ -55,14 +89,19 @@ fn record_path(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Reads the record of `name`, if there is a readable one.
-pub fn read_record(dir: &Path, name: &str) -> Option<Record> {
-    let text = crate::fsutil::read_regular(&record_path(dir, name), 1 << 20).ok()?;
+pub(crate) fn read_record(dir: &Path, name: &str) -> Option<Record> {
+    let text = crate::util::fs::read_regular(&record_path(dir, name), 1 << 20).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
 /// Writes the record of `name` (temp file + rename, so it is whole or absent),
 /// fsynced first when `durable` (`--fsync`).
-pub fn write_record(dir: &Path, name: &str, record: &Record, durable: bool) -> std::io::Result<()> {
+pub(crate) fn write_record(
+    dir: &Path,
+    name: &str,
+    record: &Record,
+    durable: bool,
+) -> std::io::Result<()> {
     let json = serde_json::to_vec(record).expect("record serializes");
     write_atomic(&record_path(dir, name), &json, durable)
 }
@@ -71,7 +110,7 @@ pub fn write_record(dir: &Path, name: &str, record: &Record, durable: bool) -> s
 /// beside it (swept by the next run if this one is killed), fsync when `durable`
 /// (`--fsync`; an emptyDir needs none: a restarted run re-verifies what it finds),
 /// rename.
-pub fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path
         .parent()
@@ -103,7 +142,7 @@ pub fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::io::Res
 
 /// A fresh name beside `target` for a temp directory or a replaced one
 /// (`suffix` is [`UNPACK_SUFFIX`] or [`OLD_SUFFIX`]); swept by the next run.
-pub fn temp_beside(target: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn temp_beside(target: &Path, suffix: &str) -> PathBuf {
     let dir = target.parent().unwrap_or(Path::new("."));
     let name = target
         .file_name()
@@ -117,7 +156,7 @@ pub fn temp_beside(target: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Removes whatever `path` is (file, symlink or directory tree); absent is fine.
-pub fn remove_any(path: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_any(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(md) if md.is_dir() => std::fs::remove_dir_all(path),
         Ok(_) => std::fs::remove_file(path),
@@ -127,14 +166,14 @@ pub fn remove_any(path: &Path) -> std::io::Result<()> {
 }
 
 /// Forgets `name`: removes its record (before its file is replaced or removed).
-pub fn remove_record(dir: &Path, name: &str) {
+pub(crate) fn remove_record(dir: &Path, name: &str) {
     let _ = std::fs::remove_file(record_path(dir, name));
 }
 
 /// Takes the directory's lock (`.spark-localizer/lock`), creating `dir`. When
 /// another spark-localizer holds it: waits until `deadline` if `wait`, else
 /// returns `None` at once.
-pub async fn lock_dir(
+pub(crate) async fn lock_dir(
     dir: &Path,
     deadline: tokio::time::Instant,
     wait: bool,
@@ -174,7 +213,7 @@ pub async fn lock_dir(
 
 /// Names that have a record in `dir` (artifacts an earlier run published), or an
 /// unpack marker (an archive's tree, even when its record is gone).
-pub fn recorded_names(dir: &Path) -> Vec<String> {
+pub(crate) fn recorded_names(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir.join(STATE_DIR)) else {
         return Vec::new();
     };
@@ -186,7 +225,7 @@ pub fn recorded_names(dir: &Path) -> Vec<String> {
                 .strip_suffix(".json")
                 .or_else(|| name.strip_suffix(".unpacked"))?;
             // Only names an artifact could have; anything else is not ours to act on.
-            crate::plan::check_name(name).ok()?;
+            check_name(name).ok()?;
             Some(name.to_owned())
         })
         .collect();
@@ -196,7 +235,7 @@ pub fn recorded_names(dir: &Path) -> Vec<String> {
 }
 
 /// Removes partial files left by an earlier (killed) run. Returns how many.
-pub fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
+pub(crate) fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
     let state = dir.join(STATE_DIR);
     Ok(sweep_in(dir)? + sweep_in(&state)? + sweep_in(&state.join("archives"))?)
 }
@@ -228,7 +267,7 @@ fn sweep_in(dir: &Path) -> std::io::Result<usize> {
 }
 
 /// Hashes a file (for re-verifying a file found from an earlier run).
-pub fn hash_file(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
@@ -248,14 +287,14 @@ pub fn hash_file(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A temp file beside its final path; removed on drop unless published.
-pub struct TempFile {
+pub(crate) struct TempFile {
     path: PathBuf,
     published: bool,
 }
 
 impl TempFile {
     /// Creates (truncating) a fresh temp file for `final_path`.
-    pub fn create(final_path: &Path) -> std::io::Result<(TempFile, std::fs::File)> {
+    pub(crate) fn create(final_path: &Path) -> std::io::Result<(TempFile, std::fs::File)> {
         let dir = final_path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         let name = final_path
@@ -283,12 +322,13 @@ impl TempFile {
         ))
     }
 
-    pub fn path(&self) -> &Path {
+    /// Renames the temp file onto `final_path` (atomic within the directory).
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Renames the temp file onto `final_path` (atomic within the directory).
-    pub fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
+    pub(crate) fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
         std::fs::rename(&self.path, final_path)?;
         self.published = true;
         Ok(())

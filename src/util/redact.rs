@@ -70,7 +70,7 @@ fn secrets() -> MutexGuard<'static, Vec<String>> {
 /// that is masked comes back in normalized form. Strings that do not parse
 /// as URLs are masked best-effort: everything between `//` and the last `@`,
 /// and every query value after the first `?`. Never panics.
-pub fn redact_url(uri: &str) -> String {
+pub(crate) fn redact_url(uri: &str) -> String {
     match Url::parse(uri) {
         Ok(url) => redact_parsed(url, uri),
         Err(_) => redact_loose(uri),
@@ -82,7 +82,7 @@ pub fn redact_url(uri: &str) -> String {
 ///
 /// Strings shorter than four characters are ignored: masking them would
 /// garble unrelated output.
-pub fn register_secret(secret: &str) {
+pub(crate) fn register_secret(secret: &str) {
     let forms = secret_forms(secret);
     if forms.is_empty() {
         return;
@@ -106,7 +106,7 @@ pub fn register_secret(secret: &str) {
 /// known to be public (`X-Amz-Date`, `X-Amz-SignedHeaders`, SAS `sv`, ...);
 /// for `X-Amz-Credential`/`X-Goog-Credential` the access key id is
 /// registered on its own as well.
-pub fn register_url_secrets(uri: &str) {
+pub(crate) fn register_url_secrets(uri: &str) {
     for secret in url_secrets(uri) {
         register_secret(&secret);
     }
@@ -115,7 +115,7 @@ pub fn register_url_secrets(uri: &str) {
 /// Returns `text` with every registered secret replaced by `***` and the
 /// credentials and query values of every `scheme://...` URL in it masked as
 /// [`redact_url`] does. Use it on anything that leaves the process.
-pub fn scrub(text: &str) -> String {
+pub(crate) fn scrub(text: &str) -> String {
     let registry = secrets();
     let masked = mask_secrets(text, &registry);
     let redacted = redact_urls_in_text(&masked);
@@ -400,7 +400,7 @@ fn token_end(text: &str, from: usize) -> usize {
 
 /// An error and its causes (`source()` chain) as one line, `: `-joined, with
 /// causes already contained in the text skipped, scrubbed of secrets.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut next = err.source();
     while let Some(cause) = next {

@@ -9,11 +9,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The most any configuration file may hold.
-pub const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
+pub(crate) const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// Opens `path` for reading only if it is a regular file (after symlinks), without
 /// blocking: a fifo, even one swapped in after an earlier check, is refused at once.
-pub fn open_regular(path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     // O_NONBLOCK: opening a fifo without a writer returns at once (then refused
     // below); it changes nothing for a regular file.
     let file = OpenOptions::new()
@@ -30,7 +30,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 /// Reads all of `path`, which must be a regular file of at most `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let file = open_regular(path)?;
     let meta = file.metadata()?;
     let too_big = || {
@@ -51,7 +51,7 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 }
 
 /// [`read_regular`] with [`CONFIG_LIMIT`], as UTF-8 text.
-pub fn read_config_text(path: &Path) -> io::Result<String> {
+pub(crate) fn read_config_text(path: &Path) -> io::Result<String> {
     String::from_utf8(read_regular(path, CONFIG_LIMIT)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

@@ -8,16 +8,17 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use crate::cli::{ArgOrigins, FetchArgs};
-use crate::config::{Origin, Settings};
-use crate::duration::format_duration;
+use crate::cmd::exit::ExitCode;
+use crate::cmd::fetch::{config_failure, prepare};
+use crate::config::Settings;
 use crate::env_vars as env;
-use crate::exit::ExitCode;
-use crate::fetch::{config_failure, prepare};
+use crate::origin::Origin;
 use crate::plan::{Plan, Target};
 use crate::source::Sources;
+use crate::util::duration::format_duration;
 
 /// Runs `check` and returns the exit code.
-pub async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
+pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
         Err(message) => return config_failure(args, &message, false),
@@ -218,7 +219,7 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
         let _ = writeln!(
             out,
             "  staging server   {}  ({})",
-            crate::redact::redact_url(base.as_str()),
+            crate::util::redact::redact_url(base.as_str()),
             uri.origin
         );
         for ca in sources.staging().ca_files() {
@@ -311,7 +312,7 @@ async fn probe_all(
             }
             Err(why) => {
                 failed += 1;
-                let why = crate::redact::scrub(&why);
+                let why = crate::util::redact::scrub(&why);
                 // Source errors already start with the URI.
                 let why = why.strip_prefix(&format!("{}: ", a.shown)).unwrap_or(&why);
                 let _ = writeln!(out, "  FAIL  {}: {why}", a.shown);

@@ -21,18 +21,18 @@ use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
-use crate::duration::format_duration;
-use crate::engine::Options;
+use super::options::Options;
 use crate::plan::Artifact;
 use crate::progress::Reporter;
 use crate::source::{Body, FaultKind, OpenRequest, Source, SourceError};
+use crate::util::duration::format_duration;
 
 /// Objects at least this large are fetched in ranges (when the source serves them).
-pub const THRESHOLD: u64 = 32 << 20;
+pub(super) const THRESHOLD: u64 = 32 << 20;
 /// The size of one range.
-pub const PART: u64 = 8 << 20;
+pub(super) const PART: u64 = 8 << 20;
 /// At most this many ranges of one object are in flight.
-pub const MAX_STREAMS: usize = 8;
+pub(super) const MAX_STREAMS: usize = 8;
 /// The hasher's read size; progress is reported in steps of this size too.
 const READ_CHUNK: usize = 1 << 20;
 /// Chunks received and not yet written, at most (a chunk is what one socket read
@@ -48,7 +48,7 @@ enum Write {
 }
 
 /// Why a ranged transfer stopped.
-pub enum Failure {
+pub(super) enum Failure {
     Source(SourceError),
     Local(std::io::Error),
     /// A range came back as something else: another version of the object, or
@@ -75,7 +75,7 @@ struct Version {
 }
 
 /// The answer to a plain GET of a large object, which serves the first range.
-pub struct Start {
+pub(super) struct Start {
     pub body: Body,
     pub size: u64,
     pub validator: String,
@@ -100,7 +100,7 @@ struct Shared {
 
 /// Fetches the whole object into `file` in ranges, starting from `first`, the
 /// answer to a plain GET of the same version. Returns the sha256 state.
-pub async fn fetch(
+pub(super) async fn fetch(
     id: usize,
     a: &Artifact,
     source: Arc<dyn Source>,
@@ -366,7 +366,7 @@ async fn part(
                 )))
             }
             Err(PartError::Source(e)) if e.is_transient() && attempts <= s.opts.retries => {
-                let asked = e.retry_after.map(|d| d.min(crate::transfer::MAX_RETRY_AFTER));
+                let asked = e.retry_after.map(|d| d.min(crate::retry::MAX_RETRY_AFTER));
                 let delay = s.opts.backoff.delay(attempts).max(asked.unwrap_or_default());
                 warn!(
                     uri = %s.a.shown,

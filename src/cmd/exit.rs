@@ -3,7 +3,7 @@
 /// A process exit code with a stable meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
-pub enum ExitCode {
+pub(crate) enum ExitCode {
     /// Everything was localized (or, for `check`, every probe succeeded).
     Ok = 0,
     /// A bug or an unexpected condition; the message says what.
@@ -25,7 +25,7 @@ pub enum ExitCode {
 impl ExitCode {
     /// How bad a failure is when several artifacts fail differently: the
     /// process exits with the most severe one (interrupted > deadline > integrity > local I/O > fetch).
-    pub fn severity(self) -> u8 {
+    pub(crate) fn severity(self) -> u8 {
         match self {
             ExitCode::Ok => 0,
             ExitCode::Fetch => 1,
@@ -39,7 +39,7 @@ impl ExitCode {
     }
 
     /// The most severe of two codes.
-    pub fn worst(self, other: ExitCode) -> ExitCode {
+    pub(crate) fn worst(self, other: ExitCode) -> ExitCode {
         if other.severity() > self.severity() {
             other
         } else {
@@ -48,7 +48,7 @@ impl ExitCode {
     }
 
     /// The code a source failure maps to: integrity problems are 4, the rest 3.
-    pub fn of_fault(kind: crate::source::FaultKind) -> ExitCode {
+    pub(crate) fn of_fault(kind: crate::source::FaultKind) -> ExitCode {
         match kind {
             crate::source::FaultKind::Integrity => ExitCode::Integrity,
             _ => ExitCode::Fetch,
@@ -56,7 +56,7 @@ impl ExitCode {
     }
 
     /// The numeric code passed to `std::process::exit`.
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         self as i32
     }
 }

@@ -9,10 +9,10 @@ use std::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
+use crate::cmd::exit::ExitCode;
 use crate::config::{ConfigError, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
-use crate::dest;
 use crate::engine::{self, Options, Outcome, Status};
-use crate::exit::ExitCode;
+use crate::layout;
 use crate::output;
 use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
@@ -25,7 +25,7 @@ use crate::source::Sources;
 
 /// Resolves settings, builds the plan and the sources: everything that can be
 /// wrong with the configuration is found here, before any network traffic.
-pub fn prepare(
+pub(crate) fn prepare(
     args: &FetchArgs,
     origins: &ArgOrigins,
 ) -> Result<(Settings, Plan, Sources), String> {
@@ -174,12 +174,12 @@ fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec
 }
 
 fn config_message(e: &ConfigError) -> String {
-    crate::redact::error_chain(e)
+    crate::util::redact::error_chain(e)
 }
 
 /// Reports configuration errors (exit code 2) on stderr, and for `fetch` in the
 /// termination log too (`check` writes nothing).
-pub fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> ExitCode {
+pub(crate) fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> ExitCode {
     let lines: Vec<String> = message.lines().map(str::to_owned).collect();
     for line in &lines {
         error!("{line}");
@@ -220,7 +220,7 @@ fn write_termination(path: Option<&std::path::Path>, text: &str) {
 }
 
 /// Runs `fetch` and returns the exit code.
-pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
+pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
     let started = Instant::now();
     // First signal: stop transfers, clean up, report (exit 7). Second: exit at once.
     let (stop, cancel) = tokio::sync::watch::channel(false);
@@ -310,7 +310,7 @@ pub async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) 
     let report = output::Report::new(&plan, outcomes, code.code(), elapsed.as_millis() as u64);
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if ours(&settings.report) {
-        if let Err(e) = dest::write_atomic(&settings.report, &report_json, settings.fsync) {
+        if let Err(e) = layout::write_atomic(&settings.report, &report_json, settings.fsync) {
             let message = format!(
                 "cannot write the report {}: {e}; check the volume mount",
                 settings.report.display()
@@ -367,25 +367,25 @@ fn write_classpath(settings: &Settings, plan: &Plan, outcomes: &[Outcome]) -> st
             (plan::Kind::Jar, Some(unpack)) if unpack.flat => o
                 .sha256
                 .as_deref()
-                .and_then(|sha| crate::extract::bundle_entries(a, sha))
+                .and_then(|sha| crate::engine::unpack::bundle_entries(a, sha))
                 .unwrap_or_default()
                 .into_iter()
                 .map(|e| unpack.into.join(e.name))
-                .filter(|p| crate::extract::classpath_jar(p))
+                .filter(|p| crate::engine::unpack::classpath_jar(p))
                 .collect(),
             (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
             (plan::Kind::Archive, Some(unpack)) if settings.archive_classpath => {
-                crate::extract::top_level_jars(&unpack.into)
+                crate::engine::unpack::top_level_jars(&unpack.into)
             }
             _ => Vec::new(),
         })
         .collect();
-    dest::write_atomic(
+    layout::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),
         settings.fsync,
     )?;
-    dest::write_atomic(
+    layout::write_atomic(
         &settings.env_file,
         output::env_text(&entries).as_bytes(),
         settings.fsync,

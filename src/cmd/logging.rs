@@ -9,14 +9,14 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::LogFormat;
 use crate::env_vars;
 
-/// stderr, with every write passed through [`crate::redact::scrub`] and drawn
+/// stderr, with every write passed through [`crate::util::redact::scrub`] and drawn
 /// above the progress bars when they are on screen.
 #[derive(Clone, Copy, Default)]
-pub struct ScrubbedStderr;
+pub(crate) struct ScrubbedStderr;
 
 impl Write for ScrubbedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = crate::redact::scrub(&String::from_utf8_lossy(buf));
+        let text = crate::util::redact::scrub(&String::from_utf8_lossy(buf));
         // A closed or full stderr must not stop the work (nor the report and the
         // termination message): lines that cannot be written are dropped.
         let _ = crate::progress::suspend(|| std::io::stderr().lock().write_all(text.as_bytes()));
@@ -38,7 +38,7 @@ impl<'a> MakeWriter<'a> for ScrubbedStderr {
 
 /// Installs the global subscriber. `verbose`: 0 info, 1 debug, 2+ trace (our crate);
 /// `quiet`: warnings and errors only. `SPARK_LOCALIZER_LOG` overrides the filter.
-pub fn init(verbose: u8, quiet: bool, format: LogFormat) {
+pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat) {
     let level = match (quiet, verbose) {
         (true, _) => "warn",
         (false, 0) => "info",

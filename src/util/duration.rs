@@ -12,7 +12,7 @@ const EXAMPLES: &str = "expected a number with an optional unit ms, s, m/min or 
      e.g. 500ms, 30s, 1.5s, 5m, 2h (a bare number means seconds)";
 
 /// The longest timeout or deadline accepted (30 days).
-pub const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Parses a duration such as `500ms`, `30s`, `1.5s`, `5m`, `5min`, `2h` or
 /// `300` (a bare number means seconds, as in Spark's time settings).
@@ -20,7 +20,7 @@ pub const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Units are case-insensitive and may be separated from the number by
 /// whitespace; surrounding whitespace is ignored. Fractions finer than a
 /// nanosecond are truncated. The error says what is wrong and shows examples.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let invalid = |what: &str| format!("invalid duration '{s}': {what}; {EXAMPLES}");
     let text = s.trim();
     if text.is_empty() {
@@ -80,7 +80,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Below a second it shows whole milliseconds, below a minute tenths of a
 /// second, below an hour minutes and seconds, otherwise hours and minutes
 /// (each rounded to the nearest shown unit).
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let millis = d.as_millis();
     if millis < 1000 {
         return format!("{millis}ms");
@@ -95,6 +95,25 @@ pub fn format_duration(d: Duration) -> String {
     }
     let minutes = (secs + 30) / 60;
     format!("{}h{:02}m", minutes / 60, minutes % 60)
+}
+
+/// A duration of at most [`MAX`] (zero allowed).
+pub(crate) fn bounded_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d > MAX {
+        return Err(format!("'{s}' is more than the maximum of 30 days"));
+    }
+    Ok(d)
+}
+
+/// A duration that must be more than zero (timeouts, intervals, deadlines)
+/// and at most [`MAX`].
+pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = bounded_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("'{s}' must be more than 0"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]

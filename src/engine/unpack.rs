@@ -5,13 +5,13 @@
 use std::path::Path;
 
 use crate::archive::{self, ArchiveError, Limits};
-use crate::dest;
-use crate::exit::ExitCode;
+use crate::cmd::exit::ExitCode;
+use crate::layout;
 use crate::plan::{Artifact, Target};
 
 /// What happened to the unpacked directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Published {
+pub(crate) enum Published {
     /// Unpacked (fresh, or replacing an older unpack).
     Unpacked { entries: u64, bytes: u64 },
     /// Already unpacked from this very archive by an earlier run.
@@ -21,7 +21,7 @@ pub enum Published {
 /// Unpacks the archive of `a` (kept at its target path, with digest `sha256`).
 /// Blocking: run it on a blocking thread. Errors carry the exit code and a
 /// message naming the archive and, for a refusal, the offending entry.
-pub fn publish(
+pub(crate) fn publish(
     a: &Artifact,
     sha256: &str,
     limits: &Limits,
@@ -30,7 +30,7 @@ pub fn publish(
     let (Some(unpack), Target::Fetch { dir, path, .. }) = (&a.unpack, &a.target) else {
         return Ok(Published::Kept);
     };
-    let marker = dest::unpacked_marker(dir, &a.name);
+    let marker = layout::unpacked_marker(dir, &a.name);
     let local = |what: &str, e: std::io::Error| {
         (
             ExitCode::LocalIo,
@@ -43,11 +43,11 @@ pub fn publish(
     };
     // symlink_metadata: a symlink planted at the name is never taken for the tree.
     let is_tree = std::fs::symlink_metadata(&unpack.into).is_ok_and(|md| md.is_dir());
-    let recorded = crate::fsutil::read_regular(&marker, 1024).unwrap_or_default();
+    let recorded = crate::util::fs::read_regular(&marker, 1024).unwrap_or_default();
     if is_tree && String::from_utf8_lossy(&recorded).trim() == sha256 {
         return Ok(Published::Kept);
     }
-    let tmp = dest::temp_beside(&unpack.into, dest::UNPACK_SUFFIX);
+    let tmp = layout::temp_beside(&unpack.into, layout::UNPACK_SUFFIX);
     std::fs::create_dir(&tmp).map_err(|e| local("create a temp directory beside", e))?;
     let unpacked = match archive::unpack(path, unpack.format, &tmp, limits) {
         Ok(unpacked) => unpacked,
@@ -62,10 +62,10 @@ pub fn publish(
     let _ = std::fs::remove_file(&marker);
     let swap = || -> std::io::Result<()> {
         if std::fs::symlink_metadata(&unpack.into).is_ok() {
-            let old = dest::temp_beside(&unpack.into, dest::OLD_SUFFIX);
+            let old = layout::temp_beside(&unpack.into, layout::OLD_SUFFIX);
             std::fs::rename(&unpack.into, &old)?;
             std::fs::rename(&tmp, &unpack.into)?;
-            dest::remove_any(&old)
+            layout::remove_any(&old)
         } else {
             std::fs::rename(&tmp, &unpack.into)
         }
@@ -74,7 +74,7 @@ pub fn publish(
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(local("move the unpacked archive into", e));
     }
-    dest::write_atomic(&marker, sha256.as_bytes(), fsync)
+    layout::write_atomic(&marker, sha256.as_bytes(), fsync)
         .map_err(|e| local("record the unpack of", e))?;
     Ok(Published::Unpacked {
         entries: unpacked.entries,
@@ -84,7 +84,7 @@ pub fn publish(
 
 /// One file a staging bundle published.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BundleEntry {
+pub(crate) struct BundleEntry {
     pub name: String,
     pub size: u64,
     pub sha256: String,
@@ -101,13 +101,14 @@ fn read_marker(a: &Artifact) -> Option<BundleMarker> {
     let Target::Fetch { dir, .. } = &a.target else {
         return None;
     };
-    let text = crate::fsutil::read_regular(&dest::unpacked_marker(dir, &a.name), 16 << 20).ok()?;
+    let text =
+        crate::util::fs::read_regular(&layout::unpacked_marker(dir, &a.name), 16 << 20).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
 /// The files staging bundle `a` published, in the bundle's order, if it was
 /// published from the bundle with digest `sha256`.
-pub fn bundle_entries(a: &Artifact, sha256: &str) -> Option<Vec<BundleEntry>> {
+pub(crate) fn bundle_entries(a: &Artifact, sha256: &str) -> Option<Vec<BundleEntry>> {
     read_marker(a)
         .filter(|m| m.sha256 == sha256)
         .map(|m| m.entries)
@@ -115,14 +116,14 @@ pub fn bundle_entries(a: &Artifact, sha256: &str) -> Option<Vec<BundleEntry>> {
 
 /// Paths (as resolved) that artifacts of the plan or spark-localizer's own
 /// outputs take, with who takes each: a bundle's file may not land on them.
-pub type Claims = std::collections::HashMap<std::path::PathBuf, String>;
+pub(crate) type Claims = std::collections::HashMap<std::path::PathBuf, String>;
 
 /// Publishes staging bundle `a` (kept at its target path, with digest `sha256`):
 /// every file at the top of the bundle becomes `<dir>/<file>`, each replaced
 /// atomically and recorded as coming from this bundle, as the original init
 /// container laid them out. Kept when an earlier run published this very bundle
 /// and every file still verifies. Blocking.
-pub fn publish_bundle(
+pub(crate) fn publish_bundle(
     a: &Artifact,
     sha256: &str,
     limits: &Limits,
@@ -168,7 +169,7 @@ pub fn publish_bundle(
             let file = dir.join(&e.name);
             claim(claims, &e.name).is_ok()
                 && std::fs::symlink_metadata(&file).is_ok_and(|md| md.is_file())
-                && dest::hash_file(&file)
+                && layout::hash_file(&file)
                     .is_ok_and(|(size, digest)| size == e.size && hex::encode(digest) == e.sha256)
         });
         if intact {
@@ -180,7 +181,7 @@ pub fn publish_bundle(
         tracing::debug!(uri = %a.shown, "files of the bundle changed since it was published; publishing them again");
     }
 
-    let tmp = dest::temp_beside(&dir.join(&a.name), dest::UNPACK_SUFFIX);
+    let tmp = layout::temp_beside(&dir.join(&a.name), layout::UNPACK_SUFFIX);
     std::fs::create_dir(&tmp).map_err(|e| local("create a temp directory in", e))?;
     let result = (|| {
         let (unpacked, order) =
@@ -207,7 +208,7 @@ pub fn publish_bundle(
             let name = first
                 .to_str()
                 .ok_or_else(|| not_flat(&shown, "has a name that is not UTF-8"))?;
-            crate::plan::check_name(name).map_err(|why| not_flat(name, why))?;
+            crate::layout::check_name(name).map_err(|why| not_flat(name, why))?;
             claim(claims, name)?;
             names.push(name.to_owned());
         }
@@ -221,7 +222,7 @@ pub fn publish_bundle(
         }
         let mut entries = Vec::with_capacity(names.len());
         for name in names {
-            let (size, digest) = dest::hash_file(&tmp.join(&name))
+            let (size, digest) = layout::hash_file(&tmp.join(&name))
                 .map_err(|e| local("read the unpacked bundle in", e))?;
             entries.push(BundleEntry {
                 name,
@@ -232,31 +233,31 @@ pub fn publish_bundle(
         // Publish: forget the marker, then each file replaces its name atomically
         // and is recorded as this bundle's (an interrupted run leaves only files
         // of this bundle, which the next run publishes again).
-        let marker = dest::unpacked_marker(dir, &a.name);
+        let marker = layout::unpacked_marker(dir, &a.name);
         let _ = std::fs::remove_file(&marker);
         for e in &entries {
             let target = dir.join(&e.name);
-            dest::remove_record(dir, &e.name);
+            layout::remove_record(dir, &e.name);
             if std::fs::symlink_metadata(&target).is_ok_and(|md| md.is_dir()) {
-                dest::remove_any(&target).map_err(|err| local("replace a directory in", err))?;
+                layout::remove_any(&target).map_err(|err| local("replace a directory in", err))?;
             }
             std::fs::rename(tmp.join(&e.name), &target)
                 .map_err(|err| local("move a file of the bundle into", err))?;
-            let record = dest::Record {
+            let record = layout::Record {
                 uri_sha256: bundle_uri.clone(),
                 size: e.size,
                 sha256: e.sha256.clone(),
             };
-            dest::write_record(dir, &e.name, &record, fsync)
+            layout::write_record(dir, &e.name, &record, fsync)
                 .map_err(|err| local("record a file of the bundle in", err))?;
         }
         // Files an earlier publish of this bundle had and this one does not.
         for gone in old.iter().flat_map(|m| &m.entries) {
             let ours =
-                dest::read_record(dir, &gone.name).is_some_and(|r| r.uri_sha256 == bundle_uri);
+                layout::read_record(dir, &gone.name).is_some_and(|r| r.uri_sha256 == bundle_uri);
             if ours && !entries.iter().any(|e| e.name == gone.name) {
-                dest::remove_record(dir, &gone.name);
-                let _ = dest::remove_any(&dir.join(&gone.name));
+                layout::remove_record(dir, &gone.name);
+                let _ = layout::remove_any(&dir.join(&gone.name));
             }
         }
         let json = serde_json::to_vec(&BundleMarker {
@@ -264,7 +265,7 @@ pub fn publish_bundle(
             entries: entries.clone(),
         })
         .expect("marker serializes");
-        dest::write_atomic(&marker, &json, fsync)
+        layout::write_atomic(&marker, &json, fsync)
             .map_err(|e| local("record the publish of the bundle in", e))?;
         for e in &entries {
             claims.insert(real_dir.join(&e.name), a.shown.clone());
@@ -279,7 +280,7 @@ pub fn publish_bundle(
 }
 
 fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
-    let message = crate::redact::error_chain(&e);
+    let message = crate::util::redact::error_chain(&e);
     if e.is_refusal() {
         (
             ExitCode::Integrity,
@@ -300,7 +301,7 @@ fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
 }
 
 /// The jars at the top level of an unpacked archive, by name (`--archive-classpath`).
-pub fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
     let mut jars: Vec<_> = std::fs::read_dir(into)
         .into_iter()
         .flatten()
@@ -314,7 +315,7 @@ pub fn top_level_jars(into: &Path) -> Vec<std::path::PathBuf> {
 
 /// Whether `p` is a jar that can go on the classpath (as Java's `dir/*` takes
 /// them: regular `.jar` files); warns about one whose path the classpath cannot hold.
-pub fn classpath_jar(p: &Path) -> bool {
+pub(crate) fn classpath_jar(p: &Path) -> bool {
     if !(p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar"))) {
         return false;
     }

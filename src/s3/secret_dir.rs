@@ -9,23 +9,33 @@ use async_trait::async_trait;
 use object_store::aws::AwsCredential;
 use object_store::CredentialProvider;
 
-use super::settings::{ACCESS_KEY_FILE, SECRET_KEY_FILE, SESSION_TOKEN_FILE};
+/// The files of a credentials Secret directory.
+pub(crate) const ACCESS_KEY_FILE: &str = "access-key";
+pub(crate) const SECRET_KEY_FILE: &str = "secret-key";
+pub(crate) const SESSION_TOKEN_FILE: &str = "session-token";
 
+/// A credential with a control character cannot go into a request header.
+pub(crate) fn has_control(value: &str) -> bool {
+    value.chars().any(char::is_control)
+}
+
+/// A credentials Secret directory: `access-key`, `secret-key`, optionally
+/// `session-token`.
 #[derive(Debug)]
-pub struct SecretDir {
+pub(crate) struct SecretDir {
     dir: PathBuf,
 }
 
 /// A credential file that cannot be read: names the file, never its content.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read the S3 credential file {}: {reason}", path.display())]
-pub struct SecretDirError {
+pub(crate) struct SecretDirError {
     pub path: PathBuf,
     pub reason: String,
 }
 
 impl SecretDir {
-    pub fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path) -> Self {
         SecretDir {
             dir: dir.to_owned(),
         }
@@ -33,7 +43,7 @@ impl SecretDir {
 
     fn read(&self, name: &str, required: bool) -> Result<Option<String>, SecretDirError> {
         let path = self.dir.join(name);
-        match crate::fsutil::read_config_text(&path) {
+        match crate::util::fs::read_config_text(&path) {
             Ok(text) => {
                 let value = text.trim().to_owned();
                 if value.is_empty() {
@@ -46,8 +56,8 @@ impl SecretDir {
                         Ok(None)
                     };
                 }
-                crate::redact::register_secret(&value);
-                if super::settings::has_control(&value) {
+                crate::util::redact::register_secret(&value);
+                if has_control(&value) {
                     return Err(SecretDirError {
                         path,
                         reason: "it contains a control character (a stray line break?)".into(),
@@ -64,7 +74,7 @@ impl SecretDir {
     }
 
     /// The credential as the files hold it now.
-    pub fn load(&self) -> Result<AwsCredential, SecretDirError> {
+    pub(crate) fn load(&self) -> Result<AwsCredential, SecretDirError> {
         let key_id = self.read(ACCESS_KEY_FILE, true)?.unwrap_or_default();
         let secret_key = self.read(SECRET_KEY_FILE, true)?.unwrap_or_default();
         let token = self.read(SESSION_TOKEN_FILE, false)?;

@@ -6,9 +6,6 @@
 //! object_store's own retries are off: the engine retries, re-reading rotated
 //! credentials and resuming with ranged, ETag-checked requests.
 
-pub mod secret_dir;
-pub mod settings;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,12 +17,13 @@ use object_store::path::Path as KeyPath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
 use url::Url;
 
-use self::settings::{BucketConfig, Credentials, S3Settings};
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+use crate::s3::secret_dir;
+use crate::s3::settings::{self, BucketConfig, Credentials, S3Settings};
 
 /// Where an `s3://bucket/key` URI points: the bucket and the object key.
-pub fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
-    let shown = crate::redact::redact_url(uri.as_str());
+pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
+    let shown = crate::util::redact::redact_url(uri.as_str());
     let bucket = uri.host_str().unwrap_or_default();
     if bucket.is_empty() {
         return Err(format!(
@@ -63,14 +61,14 @@ struct Bucket {
 }
 
 /// What `check` prints about one bucket.
-pub struct BucketInfo {
+pub(crate) struct BucketInfo {
     pub bucket: String,
     pub endpoint: String,
     pub region: String,
     pub credentials: String,
 }
 
-pub struct S3Source {
+pub(crate) struct S3Source {
     buckets: BTreeMap<String, Bucket>,
 }
 
@@ -86,7 +84,7 @@ impl HttpConnector for Shared {
 
 impl S3Source {
     /// Configures every bucket the plan names; all problems are returned together.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         settings: &S3Settings,
         client: &reqwest::Client,
         buckets: impl IntoIterator<Item = &'a str>,
@@ -104,7 +102,7 @@ impl S3Source {
                     }
                     Err(e) => problems.push(format!(
                         "bucket '{bucket}': {}",
-                        crate::redact::error_chain(&e)
+                        crate::util::redact::error_chain(&e)
                     )),
                 },
                 Err(p) => problems.extend(p.into_iter().map(|p| format!("bucket '{bucket}': {p}"))),
@@ -118,7 +116,7 @@ impl S3Source {
     }
 
     /// Every configured bucket, for `check`.
-    pub fn describe(&self) -> Vec<BucketInfo> {
+    pub(crate) fn describe(&self) -> Vec<BucketInfo> {
         self.buckets
             .values()
             .map(|b| BucketInfo {
@@ -168,7 +166,7 @@ fn build_retrying(
 /// A credential that cannot be sent (a control character in the key id or token).
 #[derive(Debug, thiserror::Error)]
 #[error("the {0} it gave contains a control character")]
-pub struct MalformedCredential(&'static str);
+pub(crate) struct MalformedCredential(&'static str);
 
 #[derive(Debug)]
 struct Checked(object_store::aws::AwsCredentialProvider);
@@ -292,7 +290,7 @@ impl Source for S3Source {
             ranges: true,
         };
         let offset = result.range.start;
-        let shown = crate::redact::redact_url(uri.as_str());
+        let shown = crate::util::redact::redact_url(uri.as_str());
         let stream = result.into_stream().map_err(move |e| {
             SourceError::new(
                 FaultKind::Transient,
@@ -348,7 +346,7 @@ async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
     let Err(err) = b.store.credentials().get_credential().await else {
         return Ok(());
     };
-    let shown = crate::redact::redact_url(uri.as_str());
+    let shown = crate::util::redact::redact_url(uri.as_str());
     let source = &b.config.credential_source;
     if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
         return Err(SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
@@ -361,12 +359,12 @@ async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
             format!("{shown}: cannot use the S3 credentials from {source}: {e}"),
         ));
     }
-    let text = crate::redact::error_chain(&err);
+    let text = crate::util::redact::error_chain(&err);
     let what = format!("{shown}: cannot get S3 credentials from {source}");
     if let Some(http) = find_cause::<HttpError>(&err) {
         use object_store::client::HttpErrorKind as K;
         let root = root_cause(http);
-        if super::http::has_tls_cause(http) {
+        if crate::net::has_tls_cause(http) {
             return Err(
                 SourceError::new(FaultKind::Tls, format!("{what}: TLS failure: {root}"))
                     .with_hint("trust the credential service's CA with --ca-cert or SSL_CERT_FILE"),
@@ -393,8 +391,8 @@ async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
                 transport_kind(http).trim_end_matches(" to")
             ),
         );
-        return Err(if http.kind() == K::Connect && super::http::proxied() {
-            e.with_hint(super::http::PROXY_HINT)
+        return Err(if http.kind() == K::Connect && crate::net::proxied() {
+            e.with_hint(crate::net::PROXY_HINT)
         } else {
             e
         });
@@ -449,8 +447,8 @@ fn detail(text: &str) -> String {
 
 /// Turns an object_store error into what the engine understands.
 fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
-    let shown = crate::redact::redact_url(uri.as_str());
-    let text = crate::redact::error_chain(&err);
+    let shown = crate::util::redact::redact_url(uri.as_str());
+    let text = crate::util::redact::error_chain(&err);
     let code = s3_code(&text).map(str::to_owned);
     let status = status_of(&text);
     let bucket = &b.config.bucket;
@@ -539,7 +537,7 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
         );
     }
     if let Some(http) = find_cause::<HttpError>(&err) {
-        if super::http::has_tls_cause(http) {
+        if crate::net::has_tls_cause(http) {
             return cause(
                 FaultKind::Tls,
                 format!(
@@ -559,9 +557,9 @@ fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
             ),
         );
         return if http.kind() == object_store::client::HttpErrorKind::Connect
-            && super::http::proxied()
+            && crate::net::proxied()
         {
-            e.with_hint(super::http::PROXY_HINT)
+            e.with_hint(crate::net::PROXY_HINT)
         } else {
             e
         };
@@ -601,7 +599,7 @@ fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
     while let Some(next) = last.source() {
         last = next;
     }
-    crate::redact::scrub(&last.to_string())
+    crate::util::redact::scrub(&last.to_string())
 }
 
 /// The error text as a cause (object_store's errors are not `'static`-friendly
@@ -642,7 +640,7 @@ impl StoreBucket {
         let store = build_retrying(&config, client, Some(retry)).map_err(|e| {
             vec![format!(
                 "bucket '{bucket}': {}",
-                crate::redact::error_chain(&e)
+                crate::util::redact::error_chain(&e)
             )]
         })?;
         Ok(StoreBucket(Bucket { store, config }))

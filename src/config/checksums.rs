@@ -10,11 +10,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::redact::redact_url;
+use crate::util::redact::redact_url;
 
 /// Digests pinned by destination name or URI.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Checksums {
+pub(crate) struct Checksums {
     pins: HashMap<String, Pin>,
     order: Vec<String>,
 }
@@ -27,7 +27,7 @@ struct Pin {
 
 /// Why a checksums file could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum ChecksumsError {
+pub(crate) enum ChecksumsError {
     /// The file could not be read.
     #[error(
         "cannot read checksums file {}; check --checksums and that the ConfigMap/Secret is mounted",
@@ -69,14 +69,13 @@ pub enum ChecksumsError {
 
 impl Checksums {
     /// Reads and parses the checksums file at `path`.
-    pub fn load(path: &Path) -> Result<Checksums, ChecksumsError> {
-        let bytes =
-            crate::fsutil::read_regular(path, crate::fsutil::CONFIG_LIMIT).map_err(|source| {
-                ChecksumsError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            })?;
+    pub(crate) fn load(path: &Path) -> Result<Checksums, ChecksumsError> {
+        let bytes = crate::util::fs::read_regular(path, crate::util::fs::CONFIG_LIMIT).map_err(
+            |source| ChecksumsError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         Checksums::parse(text, &path.display().to_string())
@@ -84,7 +83,7 @@ impl Checksums {
 
     /// Parses `sha256sum`-format text; `origin` names it in errors (usually
     /// the file path).
-    pub fn parse(text: &str, origin: &str) -> Result<Checksums, ChecksumsError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Checksums, ChecksumsError> {
         let mut checksums = Checksums::default();
         for (index, raw) in text.split('\n').enumerate() {
             let line = index + 1;
@@ -119,12 +118,12 @@ impl Checksums {
     /// Returns the digest pinned for an artifact: by its exact `uri` first,
     /// then by the `uri` without its `#fragment`, then by its destination
     /// `name`.
-    pub fn lookup(&self, uri: &str, name: &str) -> Option<[u8; 32]> {
+    pub(crate) fn lookup(&self, uri: &str, name: &str) -> Option<[u8; 32]> {
         self.lookup_key(uri, name).map(|(_, digest)| digest)
     }
 
     /// Like [`Checksums::lookup`], also returning the key that matched.
-    pub fn lookup_key(&self, uri: &str, name: &str) -> Option<(&str, [u8; 32])> {
+    pub(crate) fn lookup_key(&self, uri: &str, name: &str) -> Option<(&str, [u8; 32])> {
         let without_fragment = uri.split_once('#').map(|(base, _)| base);
         [Some(uri), without_fragment, Some(name)]
             .into_iter()
@@ -134,18 +133,18 @@ impl Checksums {
     }
 
     /// Number of pinned keys.
-    pub fn len(&self) -> usize {
-        self.order.len()
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
     }
 
-    /// Whether nothing is pinned.
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+    pub(crate) fn len(&self) -> usize {
+        self.order.len()
     }
 
     /// The pinned keys in file order, each once, so callers can warn about
     /// pins that match no artifact.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.order.iter().map(String::as_str)
     }
 }

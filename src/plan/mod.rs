@@ -8,20 +8,16 @@ use std::path::{Path, PathBuf};
 
 use url::Url;
 
-use crate::config::{Declared, Origin, Settings};
-use crate::redact::{redact_url, register_url_secrets};
+use crate::config::{Declared, Settings};
+use crate::layout::check_name;
+use crate::origin::Origin;
 use crate::source::Scheme;
-
-/// The longest destination name (bytes), leaving room for temp-file decorations.
-pub const MAX_NAME: usize = 200;
-
-/// Prefix reserved for spark-localizer's own temp and state files.
-pub const RESERVED_PREFIX: &str = ".spark-localizer";
+use crate::util::redact::{redact_url, register_url_secrets};
 
 /// Whether an artifact goes on the classpath (a jar) or only into the files dir.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Jar,
     File,
     /// Fetched, then unpacked into `<files-dir>/<name>` (or copied as is when its
@@ -41,7 +37,7 @@ impl fmt::Display for Kind {
 
 /// Where an artifact ends up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// Fetched into `dir` as `dir/name`; `real_dir` is where `dir` really leads
     /// (symlinks and `..` resolved): one lock and one cleanup per real directory.
     Fetch {
@@ -55,7 +51,7 @@ pub enum Target {
 
 /// One artifact of the plan.
 #[derive(Debug, Clone)]
-pub struct Artifact {
+pub(crate) struct Artifact {
     pub kind: Kind,
     /// The URI to fetch (fragment removed; userinfo kept for the source to use).
     pub uri: Url,
@@ -75,7 +71,7 @@ pub struct Artifact {
 
 /// Where an archive is unpacked.
 #[derive(Debug, Clone)]
-pub struct Unpack {
+pub(crate) struct Unpack {
     pub format: crate::archive::Format,
     /// `<files-dir>/<name>`: appears only complete, replaced atomically. For a
     /// staging bundle, the jars or files directory itself.
@@ -88,7 +84,7 @@ pub struct Unpack {
 impl Artifact {
     /// The path this artifact claims: what users see of it (the unpacked directory
     /// of an archive, else its path); a staging bundle claims only where it is kept.
-    pub fn claimed(&self) -> &Path {
+    pub(crate) fn claimed(&self) -> &Path {
         match &self.unpack {
             Some(u) if !u.flat => &u.into,
             _ => self.target.path(),
@@ -98,20 +94,20 @@ impl Artifact {
     /// What identifies the artifact in state records: the URI without userinfo; for
     /// a staging bundle its `staging://<id>`, whatever the server's address, so a
     /// bundle kept from an earlier run is kept when the server is reached otherwise.
-    pub fn record_digest(&self) -> String {
+    pub(crate) fn record_digest(&self) -> String {
         match Url::parse(&self.shown) {
-            Ok(id) if self.is_bundle() => crate::dest::uri_digest(&id),
-            _ => crate::dest::uri_digest(&self.uri),
+            Ok(id) if self.is_bundle() => crate::layout::uri_digest(&id),
+            _ => crate::layout::uri_digest(&self.uri),
         }
     }
 
     /// Whether this is a staging bundle (unpacked flat).
-    pub fn is_bundle(&self) -> bool {
+    pub(crate) fn is_bundle(&self) -> bool {
         self.unpack.as_ref().is_some_and(|u| u.flat)
     }
 
     /// What users see of it: the unpacked directory of an archive, else its path.
-    pub fn visible(&self) -> &Path {
+    pub(crate) fn visible(&self) -> &Path {
         match &self.unpack {
             Some(u) => &u.into,
             None => self.target.path(),
@@ -121,7 +117,7 @@ impl Artifact {
 
 impl Target {
     /// The artifact's path: where it is published, or where the image has it.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Target::Fetch { path, .. } | Target::Local { path } => path,
         }
@@ -130,7 +126,7 @@ impl Target {
 
 /// The validated plan, in declared order (jars first, then files).
 #[derive(Debug, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub artifacts: Vec<Artifact>,
     /// The configured destination directories (jars, files), fetched into or not.
     pub dirs: Vec<PathBuf>,
@@ -143,7 +139,7 @@ pub struct Plan {
 
 /// Every problem found in the declared inputs.
 #[derive(Debug)]
-pub struct PlanError {
+pub(crate) struct PlanError {
     pub problems: Vec<String>,
 }
 
@@ -177,7 +173,7 @@ fn reserved_paths(settings: &Settings) -> Vec<(&PathBuf, &'static str)> {
 /// Where `path` really leads: its longest existing prefix canonicalized
 /// (symlinks and `..` resolved by the filesystem), the rest applied lexically
 /// (directories that do not exist yet are created as real directories).
-pub fn resolved(path: &Path) -> PathBuf {
+pub(crate) fn resolved(path: &Path) -> PathBuf {
     use std::path::Component;
     let parts: Vec<Component> = path.components().collect();
     for cut in (1..=parts.len()).rev() {
@@ -199,7 +195,7 @@ pub fn resolved(path: &Path) -> PathBuf {
 }
 
 /// Builds the plan from resolved settings.
-pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
+pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let mut problems = Vec::new();
     let mut artifacts: Vec<Artifact> = Vec::new();
     let lists = [
@@ -311,7 +307,7 @@ pub fn build(settings: &Settings) -> Result<Plan, PlanError> {
 /// (scheme and host case, default ports, no fragment), so that spellings of
 /// one URI match.
 struct UrlPins<'a> {
-    pins: Option<&'a crate::checksums::Checksums>,
+    pins: Option<&'a crate::config::checksums::Checksums>,
     normalized: HashMap<String, &'a str>,
 }
 
@@ -495,7 +491,7 @@ fn artifact(
     let (target, unpack) = match (format, target) {
         (Some(format), Target::Fetch { dir, real_dir, .. }) => (
             Target::Fetch {
-                path: crate::dest::archive_path(&dir, &name),
+                path: crate::layout::archive_path(&dir, &name),
                 dir: dir.clone(),
                 real_dir,
             },
@@ -565,7 +561,7 @@ fn bundle(
         shown: format!("staging://{id}"),
         scheme: Scheme::Staging,
         target: Target::Fetch {
-            path: crate::dest::archive_path(dir, &name),
+            path: crate::layout::archive_path(dir, &name),
             dir: dir.to_owned(),
             real_dir: real_dir.to_owned(),
         },
@@ -578,30 +574,6 @@ fn bundle(
             flat: true,
         }),
     })
-}
-
-/// A destination name must be one plain path component.
-pub fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("is empty");
-    }
-    if name == "." || name == ".." {
-        return Err("would leave the destination directory");
-    }
-    if name.contains('/') || name.contains('\\') {
-        return Err("contains a path separator");
-    }
-    if name.chars().any(char::is_control) {
-        return Err("contains control characters");
-    }
-    // Temp and record names add ~40 bytes; file names stop at 255.
-    if name.len() > MAX_NAME {
-        return Err("is longer than 200 bytes");
-    }
-    if name.starts_with(RESERVED_PREFIX) {
-        return Err("starts with .spark-localizer, which is reserved");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,59 @@
+//! The commands: parse the command line, set up logging and the runtime, run one
+//! subcommand and turn its outcome into the process's exit code. The only layer
+//! that knows exit codes and the process.
+
+use std::io::Write;
+
+use crate::cli::{self, Command, StageCommand};
+use crate::util::redact;
+
+use self::exit::ExitCode;
+
+pub(crate) mod check;
+pub(crate) mod exit;
+pub(crate) mod fetch;
+pub(crate) mod logging;
+
+/// Runs spark-localizer with this process's arguments and environment; returns the
+/// process exit code (see the exit-code table in [`exit::ExitCode`]).
+pub fn main() -> i32 {
+    let (cli, origins) = match cli::parse() {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            // Usage errors echo what was typed, which may hold a URI with a password.
+            let text = redact::scrub(&e.render().to_string());
+            if e.use_stderr() {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+                return ExitCode::Config.code();
+            }
+            // --help and --version.
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            return 0;
+        }
+    };
+    logging::init(cli.verbose, cli.quiet, cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot start the async runtime: {e}"
+            );
+            return ExitCode::Internal.code();
+        }
+    };
+    let code = runtime.block_on(async {
+        match &cli.command {
+            Command::Fetch(args) => fetch::run(args, &origins, cli.log_format).await,
+            Command::Check(args) => check::run(args, &origins).await,
+            Command::Stage(stage_args) => match &stage_args.command {
+                StageCommand::Serve(args) => crate::stage::serve(args).await,
+                StageCommand::Upload(args) => crate::stage::upload::run(args).await,
+            },
+        }
+    });
+    code.code()
+}

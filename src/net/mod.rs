@@ -1,0 +1,204 @@
+//! The network leaf every client shares: one TLS configuration (bundled Mozilla
+//! roots, the system store, `--ca-cert` files), one reqwest client factory, the
+//! `--http-header-file` reader, and the questions errors ask of the network
+//! (a TLS cause? a proxy in the way?).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{self, HeaderName, HeaderValue};
+
+use crate::util::redact::register_secret;
+
+/// Why the HTTP client could not be set up (a configuration error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpSetupError {
+    #[error("cannot read CA certificate file {path}; check the path (from {origin})")]
+    CaRead {
+        path: PathBuf,
+        origin: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("CA certificate file {path} holds no PEM certificate (from {origin})")]
+    CaEmpty { path: PathBuf, origin: String },
+    #[error(
+        "cannot read --http-header-file {path}; check the path and that the Secret is mounted"
+    )]
+    HeaderRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid --http-header-file {path} line {line}: {reason} (expected `Name: value`)")]
+    HeaderSyntax {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
+    #[error("cannot set up TLS")]
+    Tls(#[source] rustls::Error),
+}
+
+/// A CA bundle to trust, and where it was named (for error messages and `check`).
+#[derive(Debug, Clone)]
+pub(crate) struct CaFile {
+    pub path: PathBuf,
+    pub origin: String,
+}
+
+/// Settings of the HTTP source.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpConfig {
+    pub ca_files: Vec<CaFile>,
+    pub connect_timeout: Duration,
+    /// Idle connections kept per host (the engine's parallelism).
+    pub pool_size: usize,
+    /// Extra request headers (values are secrets).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Headers the transfer itself controls; a header file may not set them.
+const RESERVED_HEADERS: &[HeaderName] = &[
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::CONNECTION,
+    header::RANGE,
+    header::IF_RANGE,
+    header::TE,
+    header::UPGRADE,
+];
+
+/// Reads `Name: value` lines (`#` comments, blank lines ignored); registers values as secrets.
+pub(crate) fn load_header_file(
+    path: &Path,
+) -> Result<Vec<(HeaderName, HeaderValue)>, HttpSetupError> {
+    let text =
+        crate::util::fs::read_config_text(path).map_err(|source| HttpSetupError::HeaderRead {
+            path: path.to_owned(),
+            source,
+        })?;
+    let mut headers = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let syntax = |reason: &str| HttpSetupError::HeaderSyntax {
+            path: path.to_owned(),
+            line: i + 1,
+            reason: reason.to_owned(),
+        };
+        let (name, value) = line.split_once(':').ok_or_else(|| syntax("no `:`"))?;
+        let value = value.trim();
+        register_secret(value);
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| syntax("invalid header name"))?;
+        if RESERVED_HEADERS.contains(&name) {
+            return Err(syntax(&format!(
+                "{name} is set by spark-localizer itself and cannot be overridden"
+            )));
+        }
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| syntax("invalid characters in the value"))?;
+        value.set_sensitive(true);
+        headers.push((name, value));
+    }
+    Ok(headers)
+}
+
+/// The trust anchors: Mozilla's bundled roots (no system store needed, so an empty
+/// chroot works), the system store when there is one, and every `--ca-cert`/SSL_CERT_FILE.
+fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupError> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    // The system store is a bonus: images without one are fine.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    for ca in ca_files {
+        use rustls_pki_types::pem::PemObject;
+        let data = crate::util::fs::read_regular(&ca.path, crate::util::fs::CONFIG_LIMIT).map_err(
+            |source| HttpSetupError::CaRead {
+                path: ca.path.clone(),
+                origin: ca.origin.clone(),
+                source,
+            },
+        )?;
+        let mut added = 0;
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
+            if roots.add(cert).is_ok() {
+                added += 1;
+            }
+        }
+        if added == 0 {
+            return Err(HttpSetupError::CaEmpty {
+                path: ca.path.clone(),
+                origin: ca.origin.clone(),
+            });
+        }
+    }
+    Ok(roots)
+}
+
+/// The HTTP client every source shares: rustls with [`root_store`], HTTP/2 when
+/// offered (ALPN), proxies from the environment, no redirects (sources follow
+/// them, keeping credentials on the first origin).
+pub(crate) fn client(config: &HttpConfig) -> Result<reqwest::Client, HttpSetupError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(HttpSetupError::Tls)?
+        .with_root_certificates(root_store(&config.ca_files)?)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(config.connect_timeout)
+        .pool_max_idle_per_host(config.pool_size)
+        .tcp_nodelay(true)
+        .http2_adaptive_window(true)
+        .user_agent(concat!("spark-localizer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(HttpSetupError::Client)?;
+    Ok(client)
+}
+
+/// Said when a connection fails while a proxy is configured.
+pub(crate) const PROXY_HINT: &str = "a proxy variable is set (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY): check the proxy is reachable, or exempt the host with NO_PROXY";
+
+/// Whether a proxy variable is set.
+pub(crate) fn proxied() -> bool {
+    crate::env_vars::PROXY_VARS
+        .iter()
+        .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
+pub(crate) fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        // io::Error::source() skips the error it wraps (and connectors wrap
+        // io::Errors in io::Errors), so look inside each one.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if has_tls_cause(inner) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}

@@ -1,0 +1,6 @@
+//! Small leaves every layer uses: durations, safe reads of small files, secret
+//! redaction.
+
+pub(crate) mod duration;
+pub(crate) mod fs;
+pub(crate) mod redact;
