@@ -79,6 +79,8 @@ export SPARK_LOCALIZER_SPARK_HOME
 # over 120 lines): see the layer table in scripts/layers.py.
 echo "==> scripts/layers.py"
 python3 scripts/layers.py
+echo "==> scripts/check-links.py"
+python3 scripts/check-links.py
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

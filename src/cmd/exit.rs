@@ -1,4 +1,4 @@
-//! The stable exit codes, in one place. Documented in the README's CONTRACT section.
+//! The stable exit codes, in one place. Documented in docs/contract.md.
 
 /// A process exit code with a stable meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -524,7 +524,7 @@ fn status_hint(status: StatusCode, namespace: &str) -> String {
             "; the token was refused (expired, or the wrong --kube-token-file)".to_owned()
         }
         StatusCode::FORBIDDEN => format!(
-            "; the service account may not list pods in namespace {namespace}: grant get/list on pods (see the README's RBAC snippet)"
+            "; the service account may not list pods in namespace {namespace}: grant get/list on pods (see the RBAC snippet in docs/staging-server.md)"
         ),
         StatusCode::NOT_FOUND => "; is --kube-api a Kubernetes API server?".to_owned(),
         _ => String::new(),
