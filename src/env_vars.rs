@@ -62,11 +62,13 @@ pub(crate) const STAGE_KIND: &str = "SPARK_LOCALIZER_STAGE_KIND";
 pub(crate) const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 /// Set by the kubelet in every pod: the API server's address (`stage serve` owner checks).
 pub(crate) const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
+/// Set by the kubelet in every pod: the API server's port (`stage serve` owner checks).
 pub(crate) const KUBERNETES_SERVICE_PORT: &str = "KUBERNETES_SERVICE_PORT";
 /// Tracing filter override (e.g. `spark_localizer=debug`).
 pub(crate) const LOG: &str = "SPARK_LOCALIZER_LOG";
 
-/// Proxy variables honoured (values may hold credentials: never printed).
+/// Proxy variables honoured by every HTTP client (values may hold credentials: never
+/// printed); `NO_PROXY` lists hosts reached directly.
 pub(crate) const PROXY_VARS: &[&str] = &[
     "HTTPS_PROXY",
     "https_proxy",
@@ -78,29 +80,47 @@ pub(crate) const PROXY_VARS: &[&str] = &[
     "no_proxy",
 ];
 
-/// Where Kubernetes mounts the file whose content `kubectl describe pod` shows.
+/// Where Kubernetes mounts the file whose content `kubectl describe pod` shows (a
+/// path, not a variable).
 pub(crate) const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// The standard AWS variables the S3 source reads (see `source::s3::settings`).
 pub(crate) mod aws {
+    /// Static S3 credentials: the access key id.
     pub(crate) const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+    /// Static S3 credentials: the secret key (redacted everywhere).
     pub(crate) const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+    /// Static S3 credentials: the session token of temporary keys.
     pub(crate) const SESSION_TOKEN: &str = "AWS_SESSION_TOKEN";
+    /// The S3 region (else `AWS_DEFAULT_REGION`, else `us-east-1`).
     pub(crate) const REGION: &str = "AWS_REGION";
+    /// The S3 region when `AWS_REGION` is unset.
     pub(crate) const DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+    /// An S3-compatible endpoint for every AWS service (MinIO, Ceph, SeaweedFS).
     pub(crate) const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+    /// An S3-compatible endpoint for S3 only (beats `AWS_ENDPOINT_URL`).
     pub(crate) const ENDPOINT_URL_S3: &str = "AWS_ENDPOINT_URL_S3";
+    /// The STS endpoint used for web identity (IRSA).
     pub(crate) const ENDPOINT_URL_STS: &str = "AWS_ENDPOINT_URL_STS";
+    /// `true` allows a plain-HTTP S3 endpoint.
     pub(crate) const ALLOW_HTTP: &str = "AWS_ALLOW_HTTP";
+    /// `true` addresses buckets as `bucket.endpoint` instead of `endpoint/bucket`.
     pub(crate) const VIRTUAL_HOSTED_STYLE_REQUEST: &str = "AWS_VIRTUAL_HOSTED_STYLE_REQUEST";
+    /// IRSA: the projected service-account token exchanged with STS.
     pub(crate) const WEB_IDENTITY_TOKEN_FILE: &str = "AWS_WEB_IDENTITY_TOKEN_FILE";
+    /// IRSA: the role assumed with the web identity token.
     pub(crate) const ROLE_ARN: &str = "AWS_ROLE_ARN";
+    /// IRSA: the session name (default `spark-localizer`).
     pub(crate) const ROLE_SESSION_NAME: &str = "AWS_ROLE_SESSION_NAME";
+    /// EKS Pod Identity / ECS: the credentials endpoint.
     pub(crate) const CONTAINER_CREDENTIALS_FULL_URI: &str = "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+    /// EKS Pod Identity: the token file sent to the credentials endpoint.
     pub(crate) const CONTAINER_AUTHORIZATION_TOKEN_FILE: &str =
         "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE";
+    /// ECS: the credentials path on the task metadata endpoint.
     pub(crate) const CONTAINER_CREDENTIALS_RELATIVE_URI: &str =
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+    /// The EC2 instance metadata endpoint (IMDSv2), the last credential source.
     pub(crate) const EC2_METADATA_SERVICE_ENDPOINT: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
 
     /// Every variable above, for snapshots.
@@ -123,6 +143,22 @@ pub(crate) mod aws {
         CONTAINER_CREDENTIALS_RELATIVE_URI,
         EC2_METADATA_SERVICE_ENDPOINT,
     ];
+}
+
+/// The Hadoop variables the HDFS source reads (hdfs-native reads the token file and
+/// the ticket cache itself; they are checked here first).
+pub(crate) mod hadoop {
+    /// The Hadoop configuration directory (`core-site.xml`, `hdfs-site.xml`) when
+    /// `--hadoop-conf-dir` is not given.
+    pub(crate) const CONF_DIR: &str = "HADOOP_CONF_DIR";
+    /// Without `HADOOP_CONF_DIR`: `$HADOOP_HOME/etc/hadoop` is the configuration directory.
+    pub(crate) const HOME: &str = "HADOOP_HOME";
+    /// A Hadoop delegation-token file (`Credentials` storage), as a Secret mounts it.
+    pub(crate) const TOKEN_FILE_LOCATION: &str = "HADOOP_TOKEN_FILE_LOCATION";
+    /// The Kerberos ticket cache (the glibc image variant only).
+    // Read by hdfs-native (libgssapi) only; named here for docs/reference/environment.md.
+    #[allow(dead_code)]
+    pub(crate) const KRB5CCNAME: &str = "KRB5CCNAME";
 }
 
 /// `stage serve`: the archive limits uploads are checked against.

@@ -24,6 +24,8 @@ mod output;
 mod plan;
 mod progress;
 mod properties;
+#[cfg(test)]
+mod reference;
 mod retry;
 mod s3;
 mod source;

@@ -31,11 +31,11 @@ impl HadoopConf {
         props: Option<&Properties>,
     ) -> Result<Self, String> {
         let dir = dir.or_else(|| {
-            std::env::var_os("HADOOP_CONF_DIR")
+            std::env::var_os(crate::env_vars::hadoop::CONF_DIR)
                 .filter(|v| !v.is_empty())
                 .map(|v| (PathBuf::from(v), "HADOOP_CONF_DIR".to_owned()))
                 .or_else(|| {
-                    std::env::var_os("HADOOP_HOME")
+                    std::env::var_os(crate::env_vars::hadoop::HOME)
                         .filter(|v| !v.is_empty())
                         .map(|v| (Path::new(&v).join("etc/hadoop"), "HADOOP_HOME".to_owned()))
                 })

@@ -20,7 +20,7 @@ use self::conf::HadoopConf;
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 
 /// The environment variable naming the delegation-token file.
-pub(crate) const TOKEN_FILE_VAR: &str = "HADOOP_TOKEN_FILE_LOCATION";
+pub(crate) const TOKEN_FILE_VAR: &str = crate::env_vars::hadoop::TOKEN_FILE_LOCATION;
 
 /// What the HDFS source is configured from.
 #[derive(Debug, Clone, Default)]
