@@ -23,7 +23,7 @@ import sys
 # runs the engine over a plan built from the configuration; the engine reads bytes
 # from sources and puts them in place by the layout's rules.
 LAYERS = [
-    ("cmd",),  # the command layer: exit codes, signals, the process
+    ("cmd", "reference"),  # the command layer: exit codes, signals, the process; the generated docs
     ("output",),  # formats the plan and the engine's outcomes
     ("engine",),  # locks, reuse, transfers, ranges, unpacking
     ("plan",),  # declared URIs -> artifacts

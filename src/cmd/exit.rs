@@ -1,5 +1,7 @@
 //! The stable exit codes, in one place. Documented in docs/contract.md.
 
+use crate::engine::FailureKind;
+
 /// A process exit code with a stable meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -47,16 +49,21 @@ impl ExitCode {
         }
     }
 
-    /// The code a source failure maps to: integrity problems are 4, the rest 3.
-    pub(crate) fn of_fault(kind: crate::source::FaultKind) -> ExitCode {
-        match kind {
-            crate::source::FaultKind::Integrity => ExitCode::Integrity,
-            _ => ExitCode::Fetch,
-        }
-    }
-
     /// The numeric code passed to `std::process::exit`.
     pub(crate) fn code(self) -> i32 {
         self as i32
+    }
+}
+
+impl From<FailureKind> for ExitCode {
+    fn from(kind: FailureKind) -> ExitCode {
+        match kind {
+            FailureKind::Internal => ExitCode::Internal,
+            FailureKind::Fetch => ExitCode::Fetch,
+            FailureKind::Integrity => ExitCode::Integrity,
+            FailureKind::Deadline => ExitCode::Deadline,
+            FailureKind::LocalIo => ExitCode::LocalIo,
+            FailureKind::Interrupted => ExitCode::Interrupted,
+        }
     }
 }

@@ -268,7 +268,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     for o in outcomes {
         if let Some(f) = &o.failure {
             error!("{}", f.message);
-            code = code.worst(f.code);
+            code = code.worst(ExitCode::from(f.kind));
             failures.push(f.message.clone());
         }
     }

@@ -13,7 +13,6 @@ use futures_util::StreamExt;
 use tokio::time::{timeout_at, Instant};
 use tracing::{debug, info};
 
-use crate::cmd::exit::ExitCode;
 use crate::layout;
 use crate::plan::{resolved, Artifact, Plan, Target};
 use crate::progress::Reporter;
@@ -21,7 +20,7 @@ use crate::source::Sources;
 use crate::util::duration::format_duration;
 
 pub(crate) use self::options::Options;
-pub(crate) use self::outcome::{Failure, Outcome, Status};
+pub(crate) use self::outcome::{Failure, FailureKind, Outcome, Status};
 
 mod options;
 mod outcome;
@@ -114,7 +113,7 @@ pub(crate) async fn run(
                 held.push(dir.clone());
                 prepare_dir(dir, plan).map_err(|e| {
                     (
-                        ExitCode::LocalIo,
+                        FailureKind::LocalIo,
                         format!(
                             "cannot prepare destination directory {}: {e}; check the volume mount and its permissions",
                             dir.display()
@@ -130,7 +129,7 @@ pub(crate) async fn run(
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                 busy.push(dir.clone());
                 Err((
-                    ExitCode::Deadline,
+                    FailureKind::Deadline,
                     format!(
                         "the deadline passed while another spark-localizer was working in {}",
                         dir.display()
@@ -138,7 +137,7 @@ pub(crate) async fn run(
                 ))
             }
             Err(e) => Err((
-                ExitCode::LocalIo,
+                FailureKind::LocalIo,
                 format!(
                     "cannot lock destination directory {}: {e}; check the volume mount and its permissions",
                     dir.display()
@@ -267,7 +266,7 @@ pub(crate) async fn run(
             let shown = plan.artifacts[i].shown.clone();
             async move {
                 let outcome = task.await.unwrap_or_else(|e| {
-                    Outcome::failed(ExitCode::Internal, format!("{shown}: the transfer failed: {e}"))
+                    Outcome::failed(FailureKind::Internal, format!("{shown}: the transfer failed: {e}"))
                 });
                 (i, outcome)
             }
@@ -363,7 +362,7 @@ pub(crate) async fn run(
                     Ok(Err((code, message))) => fail(&mut outcomes[i], code, message),
                     Err(e) => fail(
                         &mut outcomes[i],
-                        ExitCode::Internal,
+                        FailureKind::Internal,
                         format!("{}: unpacking failed: {e}", a.shown),
                     ),
                 }
@@ -382,7 +381,7 @@ pub(crate) async fn run(
                     let cut = stop.outcome(a, opts);
                     fail(
                         &mut outcomes[i],
-                        cut.failure.as_ref().expect("failed").code,
+                        cut.failure.as_ref().expect("failed").kind,
                         cut.failure.expect("failed").message,
                     );
                 }
@@ -398,10 +397,10 @@ pub(crate) async fn run(
 }
 
 /// Marks a fetched artifact failed after all (its bytes and digest are kept).
-fn fail(outcome: &mut Option<Outcome>, code: ExitCode, message: String) {
+fn fail(outcome: &mut Option<Outcome>, kind: FailureKind, message: String) {
     if let Some(o) = outcome {
         o.status = Status::Failed;
-        o.failure = Some(Failure { code, message });
+        o.failure = Some(Failure { kind, message });
     }
 }
 
@@ -416,7 +415,7 @@ impl Stop {
     fn outcome(self, a: &Artifact, opts: &Options) -> Outcome {
         match self {
             Stop::Deadline => Outcome::failed(
-                ExitCode::Deadline,
+                FailureKind::Deadline,
                 format!(
                     "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
                     a.shown,
@@ -424,7 +423,7 @@ impl Stop {
                 ),
             ),
             Stop::Interrupted => Outcome::failed(
-                ExitCode::Interrupted,
+                FailureKind::Interrupted,
                 format!("{}: interrupted by a signal before it was localized", a.shown),
             ),
         }

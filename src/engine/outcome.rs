@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::cmd::exit::ExitCode;
+use crate::source::FaultKind;
 
 /// What happened to one artifact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -20,10 +20,40 @@ pub(crate) enum Status {
     Failed,
 }
 
-/// Why an artifact failed: the exit code it maps to and a message naming the URI.
+/// What kind of failure stopped an artifact; the command layer maps each kind to
+/// its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// A bug or an unexpected condition (a transfer task that panicked).
+    Internal,
+    /// A source refused or failed: HTTP error, not found, auth, retries exhausted.
+    Fetch,
+    /// The bytes did not match their pin or their announced size, or an archive
+    /// broke the unpacking rules.
+    Integrity,
+    /// The overall deadline passed first.
+    Deadline,
+    /// The destination could not be written.
+    LocalIo,
+    /// The stop signal arrived first.
+    Interrupted,
+}
+
+impl FailureKind {
+    /// The kind of a source's failure: integrity problems are integrity failures,
+    /// the rest fetch failures.
+    pub(crate) fn of_fault(fault: FaultKind) -> FailureKind {
+        match fault {
+            FaultKind::Integrity => FailureKind::Integrity,
+            _ => FailureKind::Fetch,
+        }
+    }
+}
+
+/// Why an artifact failed: its kind and a message naming the URI.
 #[derive(Debug, Clone)]
 pub(crate) struct Failure {
-    pub code: ExitCode,
+    pub kind: FailureKind,
     pub message: String,
 }
 
@@ -50,9 +80,9 @@ impl Outcome {
         }
     }
 
-    pub(crate) fn failed(code: ExitCode, message: String) -> Self {
+    pub(crate) fn failed(kind: FailureKind, message: String) -> Self {
         Outcome {
-            failure: Some(Failure { code, message }),
+            failure: Some(Failure { kind, message }),
             ..Outcome::new(Status::Failed)
         }
     }

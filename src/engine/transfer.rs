@@ -13,9 +13,9 @@ use tokio::time::timeout;
 use tracing::{debug, warn};
 
 use super::options::Options;
+use super::outcome::FailureKind;
 use super::outcome::{Outcome, Status};
 use super::ranged;
-use crate::cmd::exit::ExitCode;
 use crate::layout::{self, Record, TempFile};
 use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
@@ -143,7 +143,7 @@ pub(super) async fn fetch_one(
         .expect("fetched schemes have a source");
     let local_error = |e: std::io::Error, what: &str| {
         Outcome::failed(
-            ExitCode::LocalIo,
+            FailureKind::LocalIo,
             format!(
                 "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
                 a.shown,
@@ -180,13 +180,13 @@ pub(super) async fn fetch_one(
             }
             Err(AttemptError::Source(e)) => {
                 if !e.is_transient() || attempts > opts.retries {
-                    let code = ExitCode::of_fault(e.kind);
+                    let kind = FailureKind::of_fault(e.kind);
                     let tried = if attempts > 1 {
                         format!(" (after {attempts} attempts)")
                     } else {
                         String::new()
                     };
-                    let mut o = Outcome::failed(code, format!("{}{tried}", e.describe()));
+                    let mut o = Outcome::failed(kind, format!("{}{tried}", e.describe()));
                     o.attempts = attempts;
                     return o;
                 }
@@ -226,7 +226,7 @@ pub(super) async fn fetch_one(
     if let Some(pin) = &a.pin {
         if *pin != digest {
             let mut o = Outcome::failed(
-                ExitCode::Integrity,
+                FailureKind::Integrity,
                 format!(
                     "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
                     a.shown,
@@ -240,7 +240,7 @@ pub(super) async fn fetch_one(
     if let Some(announced) = announced_sha256(a, t.validator.as_deref()) {
         if announced != hex_digest {
             let mut o = Outcome::failed(
-                ExitCode::Integrity,
+                FailureKind::Integrity,
                 format!(
                     "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
                     a.shown

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use super::outcome::FailureKind;
 use crate::archive::{self, ArchiveError, Limits};
-use crate::cmd::exit::ExitCode;
 use crate::layout;
 use crate::plan::{Artifact, Target};
 
@@ -26,14 +26,14 @@ pub(crate) fn publish(
     sha256: &str,
     limits: &Limits,
     fsync: bool,
-) -> Result<Published, (ExitCode, String)> {
+) -> Result<Published, (FailureKind, String)> {
     let (Some(unpack), Target::Fetch { dir, path, .. }) = (&a.unpack, &a.target) else {
         return Ok(Published::Kept);
     };
     let marker = layout::unpacked_marker(dir, &a.name);
     let local = |what: &str, e: std::io::Error| {
         (
-            ExitCode::LocalIo,
+            FailureKind::LocalIo,
             format!(
                 "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
                 a.shown,
@@ -129,7 +129,7 @@ pub(crate) fn publish_bundle(
     limits: &Limits,
     claims: &mut Claims,
     fsync: bool,
-) -> Result<Published, (ExitCode, String)> {
+) -> Result<Published, (FailureKind, String)> {
     let Target::Fetch {
         dir,
         path,
@@ -141,7 +141,7 @@ pub(crate) fn publish_bundle(
     };
     let local = |what: &str, e: std::io::Error| {
         (
-            ExitCode::LocalIo,
+            FailureKind::LocalIo,
             format!(
                 "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
                 a.shown,
@@ -149,10 +149,10 @@ pub(crate) fn publish_bundle(
             ),
         )
     };
-    let claim = |claims: &Claims, name: &str| -> Result<(), (ExitCode, String)> {
+    let claim = |claims: &Claims, name: &str| -> Result<(), (FailureKind, String)> {
         match claims.get(&real_dir.join(name)) {
             Some(who) => Err((
-                ExitCode::Integrity,
+                FailureKind::Integrity,
                 format!(
                     "{}: the bundle holds {name}, which {who} also puts at {}; rename one of them",
                     a.shown,
@@ -189,7 +189,7 @@ pub(crate) fn publish_bundle(
                 .map_err(|e| refused(a, e))?;
         let not_flat = |entry: &str, what: &str| {
             (
-                ExitCode::Integrity,
+                FailureKind::Integrity,
                 format!(
                     "{}: bundle refused, nothing of it was published: entry '{}' {what}; a staging bundle holds regular files at its top level only (as stage upload makes it)",
                     a.shown,
@@ -279,11 +279,11 @@ pub(crate) fn publish_bundle(
     result
 }
 
-fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
+fn refused(a: &Artifact, e: ArchiveError) -> (FailureKind, String) {
     let message = crate::util::redact::error_chain(&e);
     if e.is_refusal() {
         (
-            ExitCode::Integrity,
+            FailureKind::Integrity,
             format!(
                 "{}: archive refused, nothing of it was unpacked: {message}",
                 a.shown
@@ -291,7 +291,7 @@ fn refused(a: &Artifact, e: ArchiveError) -> (ExitCode, String) {
         )
     } else {
         (
-            ExitCode::LocalIo,
+            FailureKind::LocalIo,
             format!(
                 "{}: cannot unpack the archive: {message}; check free space and permissions of the volume",
                 a.shown
