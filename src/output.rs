@@ -68,7 +68,7 @@ pub(crate) struct ReportEntry {
     pub error: Option<String>,
     /// A staging bundle's files, published into `destination`, in the bundle's order.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub files: Option<Vec<crate::engine::unpack::BundleEntry>>,
+    pub files: Option<Vec<crate::engine::BundleEntry>>,
 }
 
 /// The JSON report.
@@ -102,11 +102,7 @@ impl Report {
                     .failure
                     .as_ref()
                     .map(|f| crate::util::redact::scrub(&f.message)),
-                files: o
-                    .sha256
-                    .as_deref()
-                    .filter(|_| a.is_bundle() && o.failure.is_none())
-                    .and_then(|sha| crate::engine::unpack::bundle_entries(a, sha)),
+                files: o.bundle_files.clone().filter(|_| o.failure.is_none()),
             })
             .collect();
         Report {

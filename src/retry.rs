@@ -1,14 +1,53 @@
-//! Backoff between attempts: exponential, capped, with jitter.
+//! The retry policy, used by whole-file transfers and by each part of a ranged
+//! transfer alike: how many attempts, and how long to wait before the next one
+//! (exponential backoff with jitter, or the server's Retry-After within a cap).
 //!
 //! Whether a fault is worth retrying is decided where it is understood (each
-//! source classifies its errors into [`crate::source::FaultKind`]); how long to
-//! wait is decided here, once.
+//! source classifies its errors, see [`Retryable`]); whether and when to try
+//! again is decided here, once. The overall deadline is the caller's: it cuts a
+//! transfer wherever it is, sleeping included.
 
 use std::time::Duration;
 
 /// The longest Retry-After a server may ask for; longer asks wait this long (the
 /// deadline still rules).
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A failure an attempt can end with, as the retry policy sees it.
+pub(crate) trait Retryable {
+    /// Whether another attempt may succeed (connection faults, 5xx, 408/429,
+    /// truncated bodies); never for 4xx, TLS, auth or integrity failures.
+    fn is_transient(&self) -> bool;
+    /// How long the server asked to wait (`Retry-After`), if it did.
+    fn retry_after(&self) -> Option<Duration>;
+}
+
+/// How often to try and how long to wait between attempts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub retries: u32,
+    pub backoff: Backoff,
+}
+
+impl RetryPolicy {
+    /// Attempts in all (the first one and the retries).
+    pub(crate) fn attempts(&self) -> u32 {
+        self.retries + 1
+    }
+
+    /// After attempt number `attempt` (1-based) failed with `error`: the wait
+    /// before the next attempt, or `None` when there is to be none (a final
+    /// error, or no retries left). A Retry-After longer than the backoff is
+    /// honoured up to [`MAX_RETRY_AFTER`].
+    pub(crate) fn next_delay(&self, attempt: u32, error: &impl Retryable) -> Option<Duration> {
+        if !error.is_transient() || attempt > self.retries {
+            return None;
+        }
+        let asked = error.retry_after().map(|d| d.min(MAX_RETRY_AFTER));
+        Some(self.backoff.delay(attempt).max(asked.unwrap_or_default()))
+    }
+}
 
 /// Exponential backoff with "equal jitter": the n-th delay is uniform in
 /// `[d/2, d]` where `d = min(cap, initial * 2^(n-1))`.
@@ -45,6 +84,55 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Fault {
+        transient: bool,
+        retry_after: Option<Duration>,
+    }
+
+    impl Retryable for Fault {
+        fn is_transient(&self) -> bool {
+            self.transient
+        }
+        fn retry_after(&self) -> Option<Duration> {
+            self.retry_after
+        }
+    }
+
+    #[test]
+    fn retries_transient_faults_until_the_attempts_are_spent() {
+        let policy = RetryPolicy {
+            retries: 2,
+            backoff: Backoff::new(Duration::from_millis(100)),
+        };
+        let transient = Fault {
+            transient: true,
+            retry_after: None,
+        };
+        assert!(policy.next_delay(1, &transient).is_some());
+        assert!(policy.next_delay(2, &transient).is_some());
+        assert_eq!(policy.next_delay(3, &transient), None);
+        let final_fault = Fault {
+            transient: false,
+            retry_after: None,
+        };
+        assert_eq!(policy.next_delay(1, &final_fault), None);
+        assert_eq!(policy.attempts(), 3);
+    }
+
+    #[test]
+    fn honours_retry_after_up_to_the_cap() {
+        let policy = RetryPolicy {
+            retries: 5,
+            backoff: Backoff::new(Duration::from_millis(100)),
+        };
+        let asks = |secs| Fault {
+            transient: true,
+            retry_after: Some(Duration::from_secs(secs)),
+        };
+        assert_eq!(policy.next_delay(1, &asks(3)), Some(Duration::from_secs(3)));
+        assert_eq!(policy.next_delay(1, &asks(3600)), Some(MAX_RETRY_AFTER));
+    }
 
     #[test]
     fn grows_and_is_capped() {

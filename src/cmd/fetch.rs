@@ -16,7 +16,7 @@ use crate::layout;
 use crate::output;
 use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
-use crate::retry::Backoff;
+use crate::retry::{Backoff, RetryPolicy};
 use crate::source::hdfs::{HdfsSettings, HdfsSource};
 use crate::source::http::HttpSource;
 use crate::source::s3::S3Source;
@@ -243,11 +243,14 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     let options = Options {
         cancel,
         parallelism: settings.parallelism,
-        retries: settings.retries,
-        backoff: Backoff::new(settings.retry_delay),
+        retry: RetryPolicy {
+            retries: settings.retries,
+            backoff: Backoff::new(settings.retry_delay),
+        },
         stall_timeout: settings.stall_timeout,
         connect_timeout: settings.http.connect_timeout,
         archive_limits: settings.archive_limits,
+        archive_classpath: settings.archive_classpath,
         deadline: tokio::time::Instant::now() + settings.deadline.value,
         deadline_len: settings.deadline.value,
         fsync: settings.fsync,
@@ -364,19 +367,9 @@ fn write_classpath(settings: &Settings, plan: &Plan, outcomes: &[Outcome]) -> st
         .iter()
         .zip(outcomes)
         .flat_map(|(a, o)| match (&a.kind, &a.unpack) {
-            (plan::Kind::Jar, Some(unpack)) if unpack.flat => o
-                .sha256
-                .as_deref()
-                .and_then(|sha| crate::engine::unpack::bundle_entries(a, sha))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|e| unpack.into.join(e.name))
-                .filter(|p| crate::engine::unpack::classpath_jar(p))
-                .collect(),
+            (plan::Kind::Jar, Some(unpack)) if unpack.flat => o.content_jars.clone(),
             (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
-            (plan::Kind::Archive, Some(unpack)) if settings.archive_classpath => {
-                crate::engine::unpack::top_level_jars(&unpack.into)
-            }
+            (plan::Kind::Archive, Some(_)) if settings.archive_classpath => o.content_jars.clone(),
             _ => Vec::new(),
         })
         .collect();

@@ -8,12 +8,13 @@ use tokio::task::JoinError;
 use tokio::time::timeout_at;
 use tracing::{debug, info};
 
-use super::outcome::FailureKind;
-use super::{cancelled, fail, unpack, RunState, Stop};
-use crate::plan::{resolved, Plan, Target};
+use super::bundle::{self, Claims};
+use super::outcome::{Failure, FailureKind};
+use super::{cancelled, fail, unpack, Outcome, RunState, Stop};
+use crate::plan::{resolved, Artifact, Kind, Plan, Target};
 
 /// What unpacking one artifact came to (the outer error: its task failed).
-type Unpacked = Result<Result<unpack::Published, (FailureKind, String)>, JoinError>;
+type Unpacked = Result<Result<unpack::Published, Failure>, JoinError>;
 
 impl RunState<'_> {
     /// Unpacks every archive and staging bundle whose bytes are here; an artifact
@@ -89,7 +90,7 @@ impl RunState<'_> {
             let artifact = self.plan.artifacts[i].clone();
             let done = tokio::task::spawn_blocking(move || {
                 let published =
-                    unpack::publish_bundle(&artifact, &sha256, &limits, &mut claims, fsync);
+                    bundle::publish_bundle(&artifact, &sha256, &limits, &mut claims, fsync);
                 (published, claims)
             })
             .await;
@@ -117,7 +118,7 @@ impl RunState<'_> {
             Ok(Ok(unpack::Published::Kept)) => {
                 debug!(uri = %artifact.shown, "{into} is already unpacked from this archive");
             }
-            Ok(Err((kind, message))) => fail(&mut self.outcomes[i], kind, message),
+            Ok(Err(failure)) => fail(&mut self.outcomes[i], failure.kind, failure.message),
             Err(e) => fail(
                 &mut self.outcomes[i],
                 FailureKind::Internal,
@@ -133,7 +134,7 @@ impl RunState<'_> {
                 (Some(u), Some(outcome)) if u.flat => outcome
                     .sha256
                     .as_deref()
-                    .is_some_and(|sha256| unpack::bundle_entries(artifact, sha256).is_some()),
+                    .is_some_and(|sha256| bundle::bundle_entries(artifact, sha256).is_some()),
                 _ => artifact.visible().is_dir(),
             };
             if artifact.unpack.is_some() && !published {
@@ -147,8 +148,8 @@ impl RunState<'_> {
 
 /// What the plan's artifacts (other than staging bundles, whose files are known
 /// only once unpacked) and spark-localizer's own outputs take, by real path.
-fn claims(plan: &Plan) -> unpack::Claims {
-    let mut claims: unpack::Claims = plan
+fn claims(plan: &Plan) -> Claims {
+    let mut claims: Claims = plan
         .reserved
         .iter()
         .map(|(path, flag)| (path.clone(), format!("the file named by {flag}")))
@@ -159,4 +160,31 @@ fn claims(plan: &Plan) -> unpack::Claims {
         }
     }
     claims
+}
+
+/// Lists what `artifact`'s contents hold once the run is over: a staging bundle's
+/// files (as published from the bundle of the outcome's digest) and the jars they
+/// put on the classpath; with `archive_classpath`, an unpacked archive's top-level
+/// jars.
+pub(super) fn list_contents(artifact: &Artifact, outcome: &mut Outcome, archive_classpath: bool) {
+    let Some(unpack) = &artifact.unpack else {
+        return;
+    };
+    if unpack.flat {
+        outcome.bundle_files = outcome
+            .sha256
+            .as_deref()
+            .and_then(|sha256| bundle::bundle_entries(artifact, sha256));
+        if artifact.kind == Kind::Jar {
+            outcome.content_jars = outcome
+                .bundle_files
+                .iter()
+                .flatten()
+                .map(|entry| unpack.into.join(&entry.name))
+                .filter(|path| unpack::classpath_jar(path))
+                .collect();
+        }
+    } else if archive_classpath && artifact.kind == Kind::Archive {
+        outcome.content_jars = unpack::top_level_jars(&unpack.into);
+    }
 }

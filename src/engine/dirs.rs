@@ -150,7 +150,7 @@ fn prepare_dir(dir: &Path, plan: &Plan) -> std::io::Result<()> {
                 plan.artifacts
                     .iter()
                     .filter(in_dir)
-                    .any(|a| a.is_bundle() && r.uri_sha256 == a.record_digest())
+                    .any(|a| a.is_bundle() && r.uri_sha256 == a.record_key())
             })
         };
         let wanted = plan.artifacts.iter().filter(in_dir).any(|a| a.name == name) || from_bundle();

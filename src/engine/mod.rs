@@ -15,9 +15,10 @@ use crate::source::Sources;
 use crate::util::duration::format_duration;
 
 pub(crate) use self::options::Options;
-pub(crate) use self::outcome::{Failure, FailureKind, Outcome, Status};
+pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Outcome, Status};
 
 mod archives;
+mod bundle;
 mod dirs;
 mod options;
 mod outcome;
@@ -25,7 +26,7 @@ mod ranged;
 mod reuse;
 mod schedule;
 mod transfer;
-pub(crate) mod unpack;
+mod unpack;
 
 /// The result of [`run`]: one outcome per artifact, in plan order, and the
 /// directory locks, held until this is dropped (after the outputs are written).
@@ -100,10 +101,10 @@ impl<'a> RunState<'a> {
     }
 
     /// The run's result: every artifact not settled when the run `stopped` fails
-    /// with the stop's outcome.
+    /// with the stop's outcome; each outcome says what the artifact's contents hold.
     fn finish(self, stopped: Option<Stop>) -> Run {
         let opts = self.opts;
-        let outcomes = self
+        let mut outcomes: Vec<Outcome> = self
             .plan
             .artifacts
             .iter()
@@ -116,6 +117,9 @@ impl<'a> RunState<'a> {
                 })
             })
             .collect();
+        for (artifact, outcome) in self.plan.artifacts.iter().zip(&mut outcomes) {
+            archives::list_contents(artifact, outcome, opts.archive_classpath);
+        }
         Run {
             outcomes,
             busy: self.busy,

@@ -4,15 +4,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::retry::Backoff;
+use crate::retry::RetryPolicy;
 
 /// How the engine behaves.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub parallelism: usize,
-    /// Retries after the first attempt.
-    pub retries: u32,
-    pub backoff: Backoff,
+    /// How often to try each transfer (and each part of a ranged one).
+    pub retry: RetryPolicy,
     pub stall_timeout: Duration,
     /// Time to open a connection; also the budget for the size probes.
     pub connect_timeout: Duration,
@@ -22,6 +21,9 @@ pub(crate) struct Options {
     pub fsync: bool,
     /// Limits for unpacking archives.
     pub archive_limits: crate::archive::Limits,
+    /// Whether the top-level jars of unpacked archives go on the classpath
+    /// (`--archive-classpath`): the engine lists them in the outcomes.
+    pub archive_classpath: bool,
     /// Becomes `true` when the process is asked to stop (SIGTERM/SIGINT).
     pub cancel: tokio::sync::watch::Receiver<bool>,
 }

@@ -1,6 +1,7 @@
 //! What happened to each artifact: its status, bytes, digest, attempts and, when it
 //! failed, why.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::source::FaultKind;
@@ -57,6 +58,14 @@ pub(crate) struct Failure {
     pub message: String,
 }
 
+/// One file a staging bundle published.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct BundleEntry {
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
 /// The outcome of one artifact, index-aligned with the plan.
 #[derive(Debug, Clone)]
 pub(crate) struct Outcome {
@@ -66,6 +75,12 @@ pub(crate) struct Outcome {
     pub attempts: u32,
     pub duration: Duration,
     pub failure: Option<Failure>,
+    /// A staging bundle's files, in the bundle's order, when it was published.
+    pub bundle_files: Option<Vec<BundleEntry>>,
+    /// The jars the artifact's contents put on the classpath: a jars bundle's, in
+    /// the bundle's order; an unpacked archive's top-level ones with
+    /// `--archive-classpath`.
+    pub content_jars: Vec<PathBuf>,
 }
 
 impl Outcome {
@@ -77,7 +92,14 @@ impl Outcome {
             attempts: 0,
             duration: Duration::ZERO,
             failure: None,
+            bundle_files: None,
+            content_jars: Vec::new(),
         }
+    }
+
+    /// The outcome of an artifact that failed with `failure`.
+    pub(crate) fn from_failure(failure: Failure) -> Self {
+        Outcome::failed(failure.kind, failure.message)
     }
 
     pub(crate) fn failed(kind: FailureKind, message: String) -> Self {

@@ -365,21 +365,21 @@ async fn part(
                     ),
                 )))
             }
-            Err(PartError::Source(e)) if e.is_transient() && attempts <= s.opts.retries => {
-                let asked = e.retry_after.map(|d| d.min(crate::retry::MAX_RETRY_AFTER));
-                let delay = s.opts.backoff.delay(attempts).max(asked.unwrap_or_default());
+            Err(PartError::Source(e)) => {
+                let Some(delay) = s.opts.retry.next_delay(attempts, &e) else {
+                    return Err(Failure::Source(e));
+                };
                 warn!(
                     uri = %s.a.shown,
                     "range {}-{}: attempt {attempts}/{} failed: {}; retrying in {}, resuming at byte {pos}",
                     range.start,
                     range.end - 1,
-                    s.opts.retries + 1,
+                    s.opts.retry.attempts(),
                     e.describe(),
                     format_duration(delay)
                 );
                 tokio::time::sleep(delay).await;
             }
-            Err(PartError::Source(e)) => return Err(Failure::Source(e)),
         }
     }
 }

@@ -69,7 +69,7 @@ fn verify_existing(a: &Artifact, fsync: bool) -> Option<Outcome> {
     let good = match (&a.pin, &record) {
         (Some(pin), _) => *pin == digest,
         (None, Some(r)) => {
-            r.uri_sha256 == a.record_digest() && r.size == size && r.sha256 == hex_digest
+            r.uri_sha256 == a.record_key() && r.size == size && r.sha256 == hex_digest
         }
         (None, None) => false,
     };

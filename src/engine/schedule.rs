@@ -111,7 +111,7 @@ async fn transfer_task(
     size: Option<u64>,
 ) -> Outcome {
     let started = Instant::now();
-    let trace = transfer::Trace::default();
+    let trace = transfer::SoFar::default();
     let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, size, &trace);
     let outcome = tokio::select! {
         biased;

@@ -5,7 +5,6 @@
 use std::io::{Seek, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
@@ -13,13 +12,13 @@ use tokio::time::timeout;
 use tracing::{debug, warn};
 
 use super::options::Options;
-use super::outcome::FailureKind;
+use super::outcome::{Failure, FailureKind};
 use super::outcome::{Outcome, Status};
 use super::ranged;
 use crate::layout::{self, Record, TempFile};
 use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
-use crate::source::{FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
+use crate::source::{Body, FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
 use crate::util::duration::format_duration;
 
 /// Chunks smaller than this are gathered before a write; larger ones are written
@@ -31,12 +30,12 @@ const WRITE_BUFFER: usize = 64 << 10;
 
 /// What an unfinished transfer got to, for the message when it is cut off.
 #[derive(Default)]
-pub(super) struct Trace {
+pub(super) struct SoFar {
     attempts: AtomicU32,
     last_error: Mutex<Option<String>>,
 }
 
-impl Trace {
+impl SoFar {
     /// The outcome of a transfer cut off by the deadline or a signal, with the
     /// attempts made and the last error seen added.
     pub(super) fn failed(&self, cut: Outcome) -> Outcome {
@@ -68,7 +67,7 @@ fn announced_sha256(a: &Artifact, validator: Option<&str>) -> Option<String> {
 
 pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
     Record {
-        uri_sha256: a.record_digest(),
+        uri_sha256: a.record_key(),
         size,
         sha256: sha256.to_owned(),
     }
@@ -128,34 +127,26 @@ impl From<std::io::Error> for AttemptError {
 /// Fetches one artifact to its destination; never returns an error, only an outcome.
 pub(super) async fn fetch_one(
     id: usize,
-    a: &Artifact,
+    artifact: &Artifact,
     sources: &Sources,
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
     size: Option<u64>,
-    trace: &Trace,
+    trace: &SoFar,
 ) -> Outcome {
-    let Target::Fetch { dir, path, .. } = &a.target else {
+    let Target::Fetch { path, .. } = &artifact.target else {
         return Outcome::new(Status::Local);
     };
     let source = sources
-        .get(a.scheme)
+        .get(artifact.scheme)
         .expect("fetched schemes have a source");
-    let local_error = |e: std::io::Error, what: &str| {
-        Outcome::failed(
-            FailureKind::LocalIo,
-            format!(
-                "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
-                a.shown,
-                path.display()
-            ),
-        )
-    };
-    let (tmp, file) = match TempFile::create(path) {
+    let (temp, file) = match TempFile::create(path) {
         Ok(pair) => pair,
-        Err(e) => return local_error(e, "create a temp file beside"),
+        Err(e) => {
+            return Outcome::from_failure(local_error(artifact, e, "create a temp file beside"))
+        }
     };
-    let mut t = Transfer {
+    let mut transfer = Transfer {
         file: std::io::BufWriter::with_capacity(WRITE_BUFFER, file),
         hasher: Sha256::new(),
         written: 0,
@@ -166,253 +157,374 @@ pub(super) async fn fetch_one(
         probed: size,
         one_stream: false,
     };
+    let attempts =
+        match attempt_until_done(id, artifact, &source, opts, reporter, &mut transfer, trace).await
+        {
+            Ok(attempts) => attempts,
+            Err(outcome) => return outcome,
+        };
+    let finished = finish(artifact, opts, transfer, temp);
+    Outcome {
+        attempts,
+        ..finished.unwrap_or_else(Outcome::from_failure)
+    }
+}
 
+/// A local I/O failure at the artifact's destination.
+fn local_error(artifact: &Artifact, e: std::io::Error, what: &str) -> Failure {
+    Failure {
+        kind: FailureKind::LocalIo,
+        message: format!(
+            "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
+            artifact.shown,
+            artifact.target.path().display()
+        ),
+    }
+}
+
+/// Attempts until one delivers every byte, as the retry policy allows; returns the
+/// number of attempts, or the failed outcome.
+async fn attempt_until_done(
+    id: usize,
+    artifact: &Artifact,
+    source: &Arc<dyn Source>,
+    opts: &Options,
+    reporter: &Arc<dyn Reporter>,
+    transfer: &mut Transfer,
+    trace: &SoFar,
+) -> Result<u32, Outcome> {
     let mut attempts = 0;
     loop {
         attempts += 1;
         trace.attempts.store(attempts, Ordering::Relaxed);
-        match attempt(id, a, &source, opts, reporter, &mut t).await {
-            Ok(()) => break,
+        let error = match attempt(id, artifact, source, opts, reporter, transfer).await {
+            Ok(()) => return Ok(attempts),
             Err(AttemptError::Local(e)) => {
-                let mut o = local_error(e, "write");
-                o.attempts = attempts;
-                return o;
+                return Err(Outcome {
+                    attempts,
+                    ..Outcome::from_failure(local_error(artifact, e, "write"))
+                })
             }
-            Err(AttemptError::Source(e)) => {
-                if !e.is_transient() || attempts > opts.retries {
-                    let kind = FailureKind::of_fault(e.kind);
-                    let tried = if attempts > 1 {
-                        format!(" (after {attempts} attempts)")
-                    } else {
-                        String::new()
-                    };
-                    let mut o = Outcome::failed(kind, format!("{}{tried}", e.describe()));
-                    o.attempts = attempts;
-                    return o;
-                }
-                let described = e.describe();
-                *trace.last_error.lock().expect("lock") = Some(described.clone());
-                // Honour the server's Retry-After, within reason (the deadline still rules).
-                let asked = e.retry_after.map(|d| d.min(crate::retry::MAX_RETRY_AFTER));
-                let delay = opts.backoff.delay(attempts).max(asked.unwrap_or_default());
-                warn!(
-                    uri = %a.shown,
-                    "attempt {attempts}/{} failed: {described}; retrying in {}{}",
-                    opts.retries + 1,
-                    format_duration(delay),
-                    if t.resumable && t.written > 0 {
-                        format!(", resuming at byte {}", t.written)
-                    } else {
-                        String::new()
-                    }
-                );
-                tokio::time::sleep(delay).await;
+            Err(AttemptError::Source(e)) => e,
+        };
+        let Some(delay) = opts.retry.next_delay(attempts, &error) else {
+            let tried = if attempts > 1 {
+                format!(" (after {attempts} attempts)")
+            } else {
+                String::new()
+            };
+            return Err(Outcome {
+                attempts,
+                ..Outcome::failed(
+                    FailureKind::of_fault(error.kind),
+                    format!("{}{tried}", error.describe()),
+                )
+            });
+        };
+        let described = error.describe();
+        *trace.last_error.lock().expect("lock") = Some(described.clone());
+        warn!(
+            uri = %artifact.shown,
+            "attempt {attempts}/{} failed: {described}; retrying in {}{}",
+            opts.retry.attempts(),
+            format_duration(delay),
+            if transfer.resumable && transfer.written > 0 {
+                format!(", resuming at byte {}", transfer.written)
+            } else {
+                String::new()
             }
-        }
+        );
+        tokio::time::sleep(delay).await;
     }
+}
 
-    let mut publish = || {
-        t.file.flush()?;
-        if opts.fsync {
-            t.file.get_ref().sync_all()?;
-        }
-        std::io::Result::Ok(())
+/// Every byte is in the temp file: flush (and fsync), check the digest against the
+/// pin and what a staging server announced, then publish under the final name
+/// with its state record.
+fn finish(
+    artifact: &Artifact,
+    opts: &Options,
+    mut transfer: Transfer,
+    temp: TempFile,
+) -> Result<Outcome, Failure> {
+    let Target::Fetch { dir, path, .. } = &artifact.target else {
+        unreachable!("only fetched artifacts are transferred");
     };
-    if let Err(e) = publish() {
-        return local_error(e, "write");
-    }
-    let digest: [u8; 32] = t.hasher.finalize().into();
+    let flushed = transfer.file.flush().and_then(|()| {
+        if opts.fsync {
+            transfer.file.get_ref().sync_all()
+        } else {
+            Ok(())
+        }
+    });
+    flushed.map_err(|e| local_error(artifact, e, "write"))?;
+    let digest: [u8; 32] = transfer.hasher.finalize().into();
     let hex_digest = hex::encode(digest);
-    if let Some(pin) = &a.pin {
-        if *pin != digest {
-            let mut o = Outcome::failed(
-                FailureKind::Integrity,
-                format!(
-                    "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
-                    a.shown,
-                    hex::encode(pin)
-                ),
-            );
-            o.attempts = attempts;
-            return o;
-        }
-    }
-    if let Some(announced) = announced_sha256(a, t.validator.as_deref()) {
-        if announced != hex_digest {
-            let mut o = Outcome::failed(
-                FailureKind::Integrity,
-                format!(
-                    "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
-                    a.shown
-                ),
-            );
-            o.attempts = attempts;
-            return o;
-        }
-    }
-    drop(t.file);
-    layout::remove_record(dir, &a.name);
-    if let Err(e) = tmp.publish(path) {
-        return local_error(e, "rename into");
-    }
-    let record = new_record(a, t.written, &hex_digest);
-    if let Err(e) = layout::write_record(dir, &a.name, &record, opts.fsync) {
+    check_digest(
+        artifact,
+        &digest,
+        &hex_digest,
+        transfer.validator.as_deref(),
+    )?;
+    drop(transfer.file);
+    layout::remove_record(dir, &artifact.name);
+    temp.publish(path)
+        .map_err(|e| local_error(artifact, e, "rename into"))?;
+    let record = new_record(artifact, transfer.written, &hex_digest);
+    if let Err(e) = layout::write_record(dir, &artifact.name, &record, opts.fsync) {
         // The file is correct; only a restart will fetch it again.
-        warn!(uri = %a.shown, "cannot write the state record for {}: {e}", path.display());
+        warn!(uri = %artifact.shown, "cannot write the state record for {}: {e}", path.display());
     }
-    debug!(uri = %a.shown, bytes = t.written, sha256 = %hex_digest, "published {}", path.display());
-    Outcome {
-        status: if a.scheme == Scheme::File {
+    debug!(uri = %artifact.shown, bytes = transfer.written, sha256 = %hex_digest, "published {}", path.display());
+    Ok(Outcome {
+        status: if artifact.scheme == Scheme::File {
             Status::Copied
         } else {
             Status::Fetched
         },
-        bytes: t.written,
+        bytes: transfer.written,
         sha256: Some(hex_digest),
-        attempts,
-        duration: Duration::ZERO,
-        failure: None,
-    }
+        ..Outcome::new(Status::Fetched)
+    })
 }
 
-/// One attempt: open (resuming when possible) and stream into the temp file.
+/// The digest of the bytes received against the pin, and against the sha256 a
+/// staging server announced.
+fn check_digest(
+    artifact: &Artifact,
+    digest: &[u8; 32],
+    hex_digest: &str,
+    validator: Option<&str>,
+) -> Result<(), Failure> {
+    if let Some(pin) = &artifact.pin {
+        if pin != digest {
+            return Err(Failure {
+                kind: FailureKind::Integrity,
+                message: format!(
+                    "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
+                    artifact.shown,
+                    hex::encode(pin)
+                ),
+            });
+        }
+    }
+    if let Some(announced) = announced_sha256(artifact, validator) {
+        if announced != hex_digest {
+            return Err(Failure {
+                kind: FailureKind::Integrity,
+                message: format!(
+                    "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
+                    artifact.shown
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One attempt: open (resuming when possible), then stream into the temp file, or
+/// fetch in parallel ranges when the object is large and the source serves ranges.
 async fn attempt(
     id: usize,
-    a: &Artifact,
+    artifact: &Artifact,
     source: &Arc<dyn Source>,
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
-    t: &mut Transfer,
+    transfer: &mut Transfer,
 ) -> Result<(), AttemptError> {
-    if !t.resumable {
-        t.reset(id, reporter.as_ref())?;
+    let body = open(id, artifact, source, opts, reporter, transfer).await?;
+    if let Some((size, validator)) = ranged_version(&body, transfer, source, opts) {
+        let start = ranged::Start {
+            body,
+            size,
+            validator,
+        };
+        return fetch_in_ranges(id, artifact, source, opts, reporter, transfer, start).await;
+    }
+    stream_body(id, artifact, opts, reporter, transfer, body).await
+}
+
+/// The error of a body that sent nothing for the stall timeout.
+fn stalled(artifact: &Artifact, opts: &Options) -> SourceError {
+    SourceError::new(
+        FaultKind::Transient,
+        format!(
+            "{}: no data for {} (stall timeout)",
+            artifact.shown,
+            format_duration(opts.stall_timeout)
+        ),
+    )
+}
+
+/// Opens the artifact, resuming at what was received when the last answer allows
+/// it; an answer that does not continue the same object is never spliced on.
+async fn open(
+    id: usize,
+    artifact: &Artifact,
+    source: &Arc<dyn Source>,
+    opts: &Options,
+    reporter: &Arc<dyn Reporter>,
+    transfer: &mut Transfer,
+) -> Result<Body, AttemptError> {
+    if !transfer.resumable {
+        transfer.reset(id, reporter.as_ref())?;
     }
     let request = OpenRequest {
-        offset: t.written,
+        offset: transfer.written,
         end: None,
-        validator: t.validator.clone(),
+        validator: transfer.validator.clone(),
     };
-    let stalled = || {
-        SourceError::new(
-            FaultKind::Transient,
-            format!(
-                "{}: no data for {} (stall timeout)",
-                a.shown,
-                format_duration(opts.stall_timeout)
-            ),
-        )
-    };
-    let mut body = timeout(opts.stall_timeout, source.open(&a.uri, &request))
+    let body = timeout(opts.stall_timeout, source.open(&artifact.uri, &request))
         .await
-        .map_err(|_| stalled())??;
+        .map_err(|_| stalled(artifact, opts))??;
     if body.offset == 0 {
         // Asked to resume, answered from the start (no ranges, or If-Range said
         // the object changed): what we hold is discarded.
-        t.reset(id, reporter.as_ref())?;
-    } else if body.offset != t.written
-        || body.meta.validator != t.validator
-        || (t.expected.is_some() && body.meta.size != t.expected)
+        transfer.reset(id, reporter.as_ref())?;
+    } else if body.offset != transfer.written
+        || body.meta.validator != transfer.validator
+        || (transfer.expected.is_some() && body.meta.size != transfer.expected)
     {
         // A range of something else (another offset, version or size): never
         // splice it onto what we hold; start over on the next attempt.
-        t.resumable = false;
-        t.validator = None;
-        t.expected = None;
+        transfer.resumable = false;
+        transfer.validator = None;
+        transfer.expected = None;
         return Err(SourceError::new(
             FaultKind::Transient,
             format!(
                 "{}: the resumed range does not continue what was received (the object changed?); starting over",
-                a.shown
+                artifact.shown
             ),
         )
         .into());
     }
     if body.offset == 0 {
-        t.expected = body.meta.size;
+        transfer.expected = body.meta.size;
     }
-    if !t.started {
-        reporter.start(id, &a.name, t.expected.or(t.probed));
-        t.started = true;
+    if !transfer.started {
+        reporter.start(id, &artifact.name, transfer.expected.or(transfer.probed));
+        transfer.started = true;
     }
-    t.validator = body.meta.validator.clone();
-    t.resumable = body.meta.ranges && t.validator.is_some();
+    transfer.validator = body.meta.validator.clone();
+    transfer.resumable = body.meta.ranges && transfer.validator.is_some();
+    Ok(body)
+}
 
-    // A large object from a source that serves ranges: fetch it in parallel ranges.
-    if let (0, 0, Some(size), Some(validator), true) = (
+/// For a large object, answered from its start by a source that serves parallel
+/// ranges of one version: its size and validator.
+fn ranged_version(
+    body: &Body,
+    transfer: &Transfer,
+    source: &Arc<dyn Source>,
+    opts: &Options,
+) -> Option<(u64, String)> {
+    let (0, 0, Some(size), Some(validator), true) = (
         body.offset,
-        t.written,
+        transfer.written,
         body.meta.size,
         body.meta.validator.clone(),
         body.meta.ranges,
-    ) {
-        if size >= ranged::THRESHOLD
-            && opts.parallelism > 1
-            && !t.one_stream
-            && source.parallel_ranges()
-        {
-            t.file.flush()?;
-            let file = t.file.get_ref().try_clone()?;
-            let start = ranged::Start {
-                body,
-                size,
-                validator,
-            };
-            let fetched =
-                ranged::fetch(id, a, source.clone(), opts, reporter.clone(), file, start).await;
-            return match fetched {
-                Ok(hasher) => {
-                    t.hasher = hasher;
-                    t.written = size;
-                    Ok(())
-                }
-                Err((failure, advanced)) => {
-                    reporter.rewind(id, advanced);
-                    t.file.get_mut().set_len(0)?;
-                    t.resumable = false;
-                    t.validator = None;
-                    t.expected = None;
-                    Err(match failure {
-                        ranged::Failure::Local(e) => AttemptError::Local(e),
-                        ranged::Failure::Source(e) => AttemptError::Source(e),
-                        ranged::Failure::Changed(e) => {
-                            t.one_stream = true;
-                            AttemptError::Source(e)
-                        }
-                    })
-                }
-            };
-        }
-    }
+    ) else {
+        return None;
+    };
+    let worth_it = size >= ranged::THRESHOLD
+        && opts.parallelism > 1
+        && !transfer.one_stream
+        && source.parallel_ranges();
+    worth_it.then_some((size, validator))
+}
 
+/// Fetches the object in parallel ranges into the temp file; on failure what was
+/// received is dropped and the next attempt starts over (as one stream when the
+/// ranges did not come from one version).
+async fn fetch_in_ranges(
+    id: usize,
+    artifact: &Artifact,
+    source: &Arc<dyn Source>,
+    opts: &Options,
+    reporter: &Arc<dyn Reporter>,
+    transfer: &mut Transfer,
+    start: ranged::Start,
+) -> Result<(), AttemptError> {
+    let size = start.size;
+    transfer.file.flush()?;
+    let file = transfer.file.get_ref().try_clone()?;
+    let fetched = ranged::fetch(
+        id,
+        artifact,
+        source.clone(),
+        opts,
+        reporter.clone(),
+        file,
+        start,
+    )
+    .await;
+    let (failure, advanced) = match fetched {
+        Ok(hasher) => {
+            transfer.hasher = hasher;
+            transfer.written = size;
+            return Ok(());
+        }
+        Err(failed) => failed,
+    };
+    reporter.rewind(id, advanced);
+    transfer.file.get_mut().set_len(0)?;
+    transfer.resumable = false;
+    transfer.validator = None;
+    transfer.expected = None;
+    Err(match failure {
+        ranged::Failure::Local(e) => AttemptError::Local(e),
+        ranged::Failure::Source(e) => AttemptError::Source(e),
+        ranged::Failure::Changed(e) => {
+            transfer.one_stream = true;
+            AttemptError::Source(e)
+        }
+    })
+}
+
+/// Streams `body` into the temp file, hashing as it goes; a body shorter than
+/// announced is a transient failure (resumed), a longer one an integrity failure.
+async fn stream_body(
+    id: usize,
+    artifact: &Artifact,
+    opts: &Options,
+    reporter: &Arc<dyn Reporter>,
+    transfer: &mut Transfer,
+    mut body: Body,
+) -> Result<(), AttemptError> {
     while let Some(chunk) = timeout(opts.stall_timeout, body.stream.next())
         .await
-        .map_err(|_| stalled())?
+        .map_err(|_| stalled(artifact, opts))?
     {
         let chunk = chunk?;
-        t.file.write_all(&chunk)?;
-        t.hasher.update(&chunk);
-        t.written += chunk.len() as u64;
+        transfer.file.write_all(&chunk)?;
+        transfer.hasher.update(&chunk);
+        transfer.written += chunk.len() as u64;
         reporter.advance(id, chunk.len() as u64);
-        if t.expected.is_some_and(|expected| t.written > expected) {
+        if transfer
+            .expected
+            .is_some_and(|expected| transfer.written > expected)
+        {
             break;
         }
     }
-    match t.expected {
-        Some(expected) if t.written < expected => Err(SourceError::new(
+    match transfer.expected {
+        Some(expected) if transfer.written < expected => Err(SourceError::new(
             FaultKind::Transient,
             format!(
                 "{}: body ended after {} of {expected} bytes",
-                a.shown, t.written
+                artifact.shown, transfer.written
             ),
         )
         .into()),
-        Some(expected) if t.written > expected => {
-            t.resumable = false;
+        Some(expected) if transfer.written > expected => {
+            transfer.resumable = false;
             Err(SourceError::new(
                 FaultKind::Integrity,
                 format!(
                     "{}: received {} bytes, more than the announced {expected}",
-                    a.shown, t.written
+                    artifact.shown, transfer.written
                 ),
             )
             .into())

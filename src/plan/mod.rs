@@ -94,7 +94,7 @@ impl Artifact {
     /// What identifies the artifact in state records: the URI without userinfo; for
     /// a staging bundle its `staging://<id>`, whatever the server's address, so a
     /// bundle kept from an earlier run is kept when the server is reached otherwise.
-    pub(crate) fn record_digest(&self) -> String {
+    pub(crate) fn record_key(&self) -> String {
         match Url::parse(&self.shown) {
             Ok(id) if self.is_bundle() => crate::layout::uri_digest(&id),
             _ => crate::layout::uri_digest(&self.uri),

@@ -181,6 +181,16 @@ impl SourceError {
     }
 }
 
+impl crate::retry::Retryable for SourceError {
+    fn is_transient(&self) -> bool {
+        SourceError::is_transient(self)
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+}
+
 impl SourceError {
     /// The message, its causes (e.g. "connection refused") and the hint, scrubbed
     /// of secrets: what users read.
