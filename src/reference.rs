@@ -201,7 +201,9 @@ fn environment_page() -> String {
          An empty `SPARK_LOCALIZER_*` variable counts as unset. Secrets come only from the\n\
          environment or files, and are redacted in every output.\n\n\
          ## The flags' twins\n\n\
-         | variable | flag | command | what |\n|---|---|---|---|\n",
+         A flag beats its twin, which beats the Spark properties key(s) of the\n\
+         `--properties-file`, which beat the default.\n\n\
+         | variable | flag | command | Spark properties | what |\n|---|---|---|---|---|\n",
     );
     let mut twins = std::collections::BTreeMap::new();
     let top = built();
@@ -219,9 +221,21 @@ fn environment_page() -> String {
         entry.1.push(format!("`{path}`"));
     }
     for (env, (flag, commands, help)) in &twins {
+        let keys = crate::config::table::ALL
+            .iter()
+            .find(|setting| setting.env == env)
+            .map(|setting| {
+                setting
+                    .keys
+                    .iter()
+                    .map(|key| format!("`{key}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
         let _ = writeln!(
             page,
-            "| `{env}` | `{flag}` | {} | {help} |",
+            "| `{env}` | `{flag}` | {} | {keys} | {help} |",
             commands.join(", ")
         );
     }

@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{config_failure, prepare};
+use crate::config::table::{self, Setting};
 use crate::config::Settings;
 use crate::env_vars as env;
 use crate::origin::Origin;
@@ -21,7 +22,7 @@ use crate::util::duration::format_duration;
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
-        Err(message) => return config_failure(args, &message, false),
+        Err(problems) => return config_failure(args, &problems, false),
     };
     out(&describe(&settings, &plan, &sources, origins));
     // A probe gets a connect and a stall timeout, never more than the deadline.
@@ -53,106 +54,116 @@ fn out(text: &str) {
 /// The resolved plan and settings, with origins; credentials by name only.
 fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) -> String {
     let mut out = String::new();
+    describe_settings(&mut out, s, origins);
+    describe_credentials(&mut out, s, plan, sources);
+    describe_plan(&mut out, plan);
+    out
+}
+
+/// One line per setting: its value and where it came from (the settings table's
+/// labels, flags and environment twins).
+fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
     let _ = writeln!(out, "settings:");
     if let Some(p) = &s.properties_file {
         let _ = writeln!(out, "  properties file  {}", p.display());
     }
-    let _ = writeln!(
-        out,
-        "  jars dir         {}  ({})",
-        s.jars_dir.value.display(),
-        s.jars_dir.origin
-    );
-    let _ = writeln!(
-        out,
-        "  files dir        {}  ({})",
-        s.files_dir.value.display(),
-        s.files_dir.origin
-    );
-    let _ = writeln!(
-        out,
-        "  deadline         {}  ({})",
-        format_duration(s.deadline.value),
-        s.deadline.origin
-    );
-    let from = |id: &'static str, env_name: &'static str| origins.origin(id, env_name);
-    let rows: [(&str, String, Origin); 12] = [
+    let from = |setting: &Setting| origins.origin(setting.id, setting.env);
+    let rows: [(&Setting, String, Origin); 15] = [
         (
-            "parallelism",
+            &table::JARS_DIR,
+            s.jars_dir.value.display().to_string(),
+            s.jars_dir.origin.clone(),
+        ),
+        (
+            &table::FILES_DIR,
+            s.files_dir.value.display().to_string(),
+            s.files_dir.origin.clone(),
+        ),
+        (
+            &table::DEADLINE,
+            format_duration(s.deadline.value),
+            s.deadline.origin.clone(),
+        ),
+        (
+            &table::PARALLELISM,
             s.parallelism.to_string(),
-            from("parallelism", env::PARALLELISM),
+            from(&table::PARALLELISM),
         ),
         (
-            "retries",
+            &table::RETRIES,
             s.retries.to_string(),
-            from("retries", env::RETRIES),
+            from(&table::RETRIES),
         ),
         (
-            "retry delay",
+            &table::RETRY_DELAY,
             format_duration(s.retry_delay),
-            from("retry_delay", env::RETRY_DELAY),
+            from(&table::RETRY_DELAY),
         ),
         (
-            "stall timeout",
+            &table::STALL_TIMEOUT,
             format_duration(s.stall_timeout),
-            from("stall_timeout", env::STALL_TIMEOUT),
+            from(&table::STALL_TIMEOUT),
         ),
         (
-            "connect timeout",
+            &table::CONNECT_TIMEOUT,
             format_duration(s.http.connect_timeout),
-            from("connect_timeout", env::CONNECT_TIMEOUT),
+            from(&table::CONNECT_TIMEOUT),
         ),
-        ("fsync", s.fsync.to_string(), from("fsync", env::FSYNC)),
+        (&table::FSYNC, s.fsync.to_string(), from(&table::FSYNC)),
         (
-            "no progress",
+            &table::NO_PROGRESS,
             s.no_progress.to_string(),
-            from("no_progress", env::NO_PROGRESS),
+            from(&table::NO_PROGRESS),
         ),
         (
-            "progress every",
+            &table::PROGRESS_INTERVAL,
             format_duration(s.progress_interval),
-            from("progress_interval", env::PROGRESS_INTERVAL),
+            from(&table::PROGRESS_INTERVAL),
         ),
         (
-            "classpath file",
+            &table::CLASSPATH_FILE,
             s.classpath_file.display().to_string(),
-            from("classpath_file", env::CLASSPATH_FILE),
+            from(&table::CLASSPATH_FILE),
         ),
         (
-            "env file",
+            &table::ENV_FILE,
             s.env_file.display().to_string(),
-            from("env_file", env::ENV_FILE),
+            from(&table::ENV_FILE),
         ),
         (
-            "report",
+            &table::REPORT,
             s.report.display().to_string(),
-            from("report", env::REPORT),
+            from(&table::REPORT),
         ),
         (
-            "termination log",
+            &table::TERMINATION_LOG,
             s.termination_log
                 .as_ref()
                 .map_or("none".to_owned(), |p| p.display().to_string()),
-            from("termination_log", env::TERMINATION_LOG),
+            from(&table::TERMINATION_LOG),
         ),
     ];
-    for (name, value, origin) in rows {
-        let _ = writeln!(out, "  {name:<16} {value}  ({origin})");
+    for (setting, value, origin) in rows {
+        let _ = writeln!(out, "  {:<16} {value}  ({origin})", setting.label);
     }
     match &s.checksums {
         Some(c) => {
             let _ = writeln!(
                 out,
-                "  checksums        {} pin(s)  ({})",
+                "  {:<16} {} pin(s)  ({})",
+                table::CHECKSUMS.label,
                 c.value.len(),
                 c.origin
             );
         }
         None => {
-            let _ = writeln!(out, "  checksums        none");
+            let _ = writeln!(out, "  {:<16} none", table::CHECKSUMS.label);
         }
     }
+}
 
+/// The credentials and trust each source picked, by name only.
+fn describe_credentials(out: &mut String, s: &Settings, plan: &Plan, sources: &Sources) {
     let _ = writeln!(out, "credentials (values never shown):");
     let mut any = false;
     if let Some(path) = &s.header_file {
@@ -239,7 +250,10 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
     if !any {
         let _ = writeln!(out, "  none found");
     }
+}
 
+/// Every artifact of the plan: what it is, where it goes, where it was declared.
+fn describe_plan(out: &mut String, plan: &Plan) {
     let n = plan.artifacts.len();
     let _ = writeln!(out, "plan ({n} artifact{}):", if n == 1 { "" } else { "s" });
     for (i, a) in plan.artifacts.iter().enumerate() {
@@ -263,7 +277,6 @@ fn describe(s: &Settings, plan: &Plan, sources: &Sources, origins: &ArgOrigins) 
             a.origin
         );
     }
-    out
 }
 
 /// Probes every artifact in parallel; returns the printed lines and how many failed.

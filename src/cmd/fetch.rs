@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
 use crate::cmd::exit::ExitCode;
-use crate::config::{ConfigError, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
+use crate::config::{ConfigError, Problems, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
 use crate::engine::{self, Options, Outcome, Status};
 use crate::layout;
 use crate::output;
@@ -24,23 +24,39 @@ use crate::source::staging::{self, StagingSource};
 use crate::source::Sources;
 
 /// Resolves settings, builds the plan and the sources: everything that can be
-/// wrong with the configuration is found here, before any network traffic.
+/// wrong with the configuration is found here, before any network traffic, and
+/// reported at once.
 pub(crate) fn prepare(
     args: &FetchArgs,
     origins: &ArgOrigins,
-) -> Result<(Settings, Plan, Sources), String> {
-    let mut settings = Settings::resolve(args, origins);
-    let mut problems: Vec<String> = settings
-        .problems
-        .drain(..)
-        .map(|e| config_message(&e))
-        .collect();
+) -> Result<(Settings, Plan, Sources), Problems> {
+    let mut problems = Problems::default();
+    let settings = Settings::resolve(args, origins, &mut problems);
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
-        problems.extend(e.problems);
+        for problem in e.problems {
+            problems.push_message(problem);
+        }
         Plan::default()
     });
-    let http =
-        HttpSource::new(&settings.http).map_err(|e| problems.push(config_message(&e.into())));
+    let sources = build_sources(&settings, &plan, &mut problems);
+    match sources {
+        Some(sources) if problems.is_empty() => {
+            warn_about(&plan);
+            Ok((settings, plan, sources))
+        }
+        _ => Err(problems),
+    }
+}
+
+/// One source per scheme, configured for the plan's URIs (S3 buckets, HDFS
+/// clusters, staging bundles); `None` when one cannot be (its problems recorded).
+fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> Option<Sources> {
+    let mut report = |list: Vec<String>| {
+        for problem in list {
+            problems.push_message(problem);
+        }
+    };
+    let http = HttpSource::new(&settings.http).map_err(|e| report(vec![config_message(&e.into())]));
     let s3 = http.as_ref().ok().and_then(|http| {
         let buckets = plan
             .artifacts
@@ -48,7 +64,7 @@ pub(crate) fn prepare(
             .filter(|a| a.scheme == crate::source::Scheme::S3)
             .filter_map(|a| a.uri.host_str());
         S3Source::new(&settings.s3, http.client(), buckets)
-            .map_err(|p| problems.extend(p))
+            .map_err(&mut report)
             .ok()
     });
     let hdfs_uris: Vec<&url::Url> = plan
@@ -66,17 +82,23 @@ pub(crate) fn prepare(
             settings.properties.as_ref(),
         )
         .and_then(|hs| HdfsSource::new(&hs, hdfs_uris, settings.http.connect_timeout))
-        .map_err(|p| problems.extend(p))
+        .map_err(&mut report)
         .ok()
     };
-    let staging = http.as_ref().ok().and_then(|_| {
-        staging_source(&settings, &plan)
-            .map_err(|p| problems.extend(p))
-            .ok()
-    });
-    if !problems.is_empty() {
-        return Err(problems.join("\n"));
+    let staging = http
+        .as_ref()
+        .ok()
+        .and_then(|_| staging_source(settings, plan).map_err(&mut report).ok());
+    match (http, s3, hdfs, staging) {
+        (Ok(http), Some(s3), Some(hdfs), Some(staging)) => {
+            Some(Sources::new(http, s3, hdfs, staging))
+        }
+        _ => None,
     }
+}
+
+/// Warnings about a plan that is valid but may not do what was meant.
+fn warn_about(plan: &Plan) {
     for a in &plan.artifacts {
         if a.kind == plan::Kind::Archive
             && a.unpack.is_none()
@@ -101,11 +123,6 @@ pub(crate) fn prepare(
         };
         warn!("--checksums pins {key}, which no fetched artifact matches{note}");
     }
-    let http = http.expect("no problems means the client was built");
-    let s3 = s3.expect("no problems means the buckets were configured");
-    let hdfs = hdfs.expect("no problems means the clusters were configured");
-    let staging = staging.expect("no problems means the bundles were configured");
-    Ok((settings, plan, Sources::new(http, s3, hdfs, staging)))
 }
 
 /// The staging source: a client trusting the staging CA files too, and for every
@@ -179,8 +196,8 @@ fn config_message(e: &ConfigError) -> String {
 
 /// Reports configuration errors (exit code 2) on stderr, and for `fetch` in the
 /// termination log too (`check` writes nothing).
-pub(crate) fn config_failure(args: &FetchArgs, message: &str, termination: bool) -> ExitCode {
-    let lines: Vec<String> = message.lines().map(str::to_owned).collect();
+pub(crate) fn config_failure(args: &FetchArgs, problems: &Problems, termination: bool) -> ExitCode {
+    let lines: Vec<String> = problems.to_string().lines().map(str::to_owned).collect();
     for line in &lines {
         error!("{line}");
     }
@@ -234,7 +251,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     });
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
-        Err(message) => return config_failure(args, &message, true),
+        Err(problems) => return config_failure(args, &problems, true),
     };
     if plan.artifacts.is_empty() {
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
