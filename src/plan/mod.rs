@@ -10,9 +10,12 @@ use url::Url;
 
 use crate::config::{Declared, Settings};
 use crate::layout::check_name;
+
+use self::locator::Located;
+
+mod locator;
 use crate::origin::Origin;
 use crate::source::Scheme;
-use crate::util::redact::{redact_url, register_url_secrets};
 
 /// Whether an artifact goes on the classpath (a jar) or only into the files dir.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -358,72 +361,45 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
 fn artifact(
     kind: Kind,
-    d: &Declared,
+    declared: &Declared,
     dir: &Path,
     real_dir: &Path,
     staging: Option<&Url>,
 ) -> Result<Artifact, String> {
-    let raw = d.uri.as_str();
-    register_url_secrets(raw);
-    let shown = redact_url(raw);
-    // The URL parser drops tabs and newlines silently: refuse them instead.
-    if raw.chars().any(char::is_control) {
-        return Err(format!(
-            "{} contains control characters (a newline or tab?)",
-            shown.escape_debug()
-        ));
+    let located = Located::parse(&declared.uri)?;
+    if located.scheme == Scheme::Staging {
+        return bundle(kind, declared, located, dir, real_dir, staging);
     }
-    // A scheme is letters, digits, '+', '-', '.' before the first ':' (RFC 3986).
-    // Spark also writes `file:/path` and `local:/path`; those parse as URLs too.
-    let scheme_text = raw.split_once(':').map(|(s, _)| s).filter(|s| {
-        s.starts_with(|c: char| c.is_ascii_alphabetic())
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-    });
-    let Some(scheme_text) = scheme_text else {
-        return Err(format!(
-            "{shown} has no scheme; write file:///path to copy a local file or local:///path for one already in the image (supported: {})",
-            Scheme::supported_list()
-        ));
+    located.check_scheme()?;
+    let (name, last) = destination_name(kind, &located)?;
+    let target = if located.scheme == Scheme::Local {
+        local_target(kind, &located)?
+    } else {
+        Target::Fetch {
+            dir: dir.to_owned(),
+            path: dir.join(&name),
+            real_dir: real_dir.to_owned(),
+        }
     };
-    let scheme = Scheme::parse(scheme_text).ok_or_else(|| {
-        format!(
-            "unsupported scheme '{scheme_text}' in {shown} (supported: {})",
-            Scheme::supported_list()
-        )
-    })?;
-    let mut uri = Url::parse(raw).map_err(|e| format!("{shown} is not a valid URI: {e}"))?;
-    let alias = uri.fragment().map(|f| {
-        percent_encoding::percent_decode_str(f)
-            .decode_utf8_lossy()
-            .into_owned()
-    });
-    uri.set_fragment(None);
-    if scheme == Scheme::Staging {
-        return bundle(kind, d, uri, shown, alias, dir, real_dir, staging);
-    }
+    let (target, unpack) = archive_target(kind, &last, &name, target);
+    Ok(Artifact {
+        kind,
+        uri: located.uri,
+        shown: located.shown,
+        scheme: located.scheme,
+        name,
+        target,
+        pin: None,
+        origin: declared.origin.clone(),
+        unpack,
+    })
+}
 
-    match scheme {
-        Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
-            return Err(format!("{shown} has no host"));
-        }
-        Scheme::S3 => {
-            crate::source::s3::locate(&uri)?;
-        }
-        Scheme::Hdfs => crate::source::hdfs::check_uri(&uri)?,
-        Scheme::File
-            if uri
-                .host_str()
-                .is_some_and(|h| !h.is_empty() && h != "localhost") =>
-        {
-            return Err(format!(
-                "{shown} names host '{}'; file:// URIs must be local (file:///path)",
-                uri.host_str().unwrap_or_default()
-            ));
-        }
-        _ => {}
-    }
-    let path = uri.path();
+/// The destination file name (the `#alias`, else the last path segment) and the
+/// last path segment, checked.
+fn destination_name(kind: Kind, located: &Located) -> Result<(String, String), String> {
+    let shown = &located.shown;
+    let path = located.uri.path();
     if path.ends_with('/') {
         return Err(format!(
             "{shown} ends in '/', which names a directory; name a file"
@@ -433,8 +409,8 @@ fn artifact(
     let last = percent_encoding::percent_decode_str(last)
         .decode_utf8_lossy()
         .into_owned();
-    let (name, from_alias) = match alias {
-        Some(a) => (a, true),
+    let (name, from_alias) = match &located.alias {
+        Some(alias) => (alias.clone(), true),
         None => (last.clone(), false),
     };
     check_name(&name).map_err(|why| {
@@ -447,89 +423,80 @@ fn artifact(
             )
         }
     })?;
-
     if kind == Kind::Jar && name.contains(':') {
         return Err(format!(
             "{shown}: jar name '{}' contains ':', the classpath separator; rename it with #alias",
             name.escape_debug()
         ));
     }
-    let target = if scheme == Scheme::Local {
-        let p = percent_encoding::percent_decode_str(path)
-            .decode_utf8_lossy()
-            .into_owned();
-        if uri.host_str().is_some_and(|h| !h.is_empty()) {
-            return Err(format!(
-                "{shown} has a host; write local:///absolute/path (three slashes)"
-            ));
-        }
-        if !p.starts_with('/') {
-            return Err(format!(
-                "{shown} names a relative path; write local:///absolute/path"
-            ));
-        }
-        if kind == Kind::Jar && p.contains(':') {
-            return Err(format!(
-                "{shown}: the path contains ':', the classpath separator, so it cannot go on the classpath"
-            ));
-        }
-        Target::Local {
-            path: PathBuf::from(p),
-        }
-    } else {
-        Target::Fetch {
-            dir: dir.to_owned(),
-            path: dir.join(&name),
-            real_dir: real_dir.to_owned(),
-        }
-    };
-    // Spark tells an archive's format by its file name (not the alias); an unknown
-    // format is copied as is, under its name, like a file.
+    Ok((name, last))
+}
+
+/// `local:///absolute/path`: already in the image, listed in place.
+fn local_target(kind: Kind, located: &Located) -> Result<Target, String> {
+    let shown = &located.shown;
+    let uri = &located.uri;
+    let path = percent_encoding::percent_decode_str(uri.path())
+        .decode_utf8_lossy()
+        .into_owned();
+    if uri.host_str().is_some_and(|h| !h.is_empty()) {
+        return Err(format!(
+            "{shown} has a host; write local:///absolute/path (three slashes)"
+        ));
+    }
+    if !path.starts_with('/') {
+        return Err(format!(
+            "{shown} names a relative path; write local:///absolute/path"
+        ));
+    }
+    if kind == Kind::Jar && path.contains(':') {
+        return Err(format!(
+            "{shown}: the path contains ':', the classpath separator, so it cannot go on the classpath"
+        ));
+    }
+    Ok(Target::Local {
+        path: PathBuf::from(path),
+    })
+}
+
+/// An archive of a known format is kept in the state directory and unpacked into
+/// `<dir>/<name>`. Spark tells the format by the file name (not the alias); an
+/// unknown format is copied as is, under its name, like a file.
+fn archive_target(kind: Kind, last: &str, name: &str, target: Target) -> (Target, Option<Unpack>) {
     let format = (kind == Kind::Archive)
-        .then(|| crate::archive::Format::detect(&last))
+        .then(|| crate::archive::Format::detect(last))
         .flatten();
-    let (target, unpack) = match (format, target) {
+    match (format, target) {
         (Some(format), Target::Fetch { dir, real_dir, .. }) => (
             Target::Fetch {
-                path: crate::layout::archive_path(&dir, &name),
+                path: crate::layout::archive_path(&dir, name),
                 dir: dir.clone(),
                 real_dir,
             },
             Some(Unpack {
                 format,
-                into: dir.join(&name),
+                into: dir.join(name),
                 flat: false,
             }),
         ),
         (_, target) => (target, None),
-    };
-    Ok(Artifact {
-        kind,
-        uri,
-        shown,
-        scheme,
-        name,
-        target,
-        pin: None,
-        origin: d.origin.clone(),
-        unpack,
-    })
+    }
 }
 
 /// A staging bundle `staging://<id>`: kept as `staging-<id>.tar.gz` in the state
 /// directory, fetched from the server's resource URL, unpacked flat into `dir`.
-#[allow(clippy::too_many_arguments)]
 fn bundle(
     kind: Kind,
-    d: &Declared,
-    uri: Url,
-    shown: String,
-    alias: Option<String>,
+    declared: &Declared,
+    located: Located,
     dir: &Path,
     real_dir: &Path,
     staging: Option<&Url>,
 ) -> Result<Artifact, String> {
     use crate::source::staging::{check_id, resource_url};
+    let Located {
+        uri, shown, alias, ..
+    } = located;
     if kind == Kind::Archive {
         return Err(format!(
             "{shown}: a staging bundle is unpacked into the jars or files directory; give it in --jars or --files (or --staging-jars-id / --staging-files-id)"
@@ -567,7 +534,7 @@ fn bundle(
         },
         name,
         pin: None,
-        origin: d.origin.clone(),
+        origin: declared.origin.clone(),
         unpack: Some(Unpack {
             format: crate::archive::Format::TarGz,
             into: dir.to_owned(),
