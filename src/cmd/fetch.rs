@@ -239,16 +239,7 @@ fn write_termination(path: Option<&std::path::Path>, text: &str) {
 /// Runs `fetch` and returns the exit code.
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
     let started = Instant::now();
-    // First signal: stop transfers, clean up, report (exit 7). Second: exit at once.
-    let (stop, cancel) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        let signal = wait_for_signal().await;
-        warn!("received {signal}: stopping transfers, removing partial files, writing the report");
-        let _ = stop.send(true);
-        let again = wait_for_signal().await;
-        error!("received {again} again: exiting without cleaning up");
-        std::process::exit(ExitCode::Interrupted.code());
-    });
+    let cancel = stop_on_signals();
     let (settings, plan, sources) = match prepare(args, origins) {
         Ok(ready) => ready,
         Err(problems) => return config_failure(args, &problems, true),
@@ -256,48 +247,11 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     if plan.artifacts.is_empty() {
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
     }
-
-    let options = Options {
-        cancel,
-        parallelism: settings.parallelism,
-        retry: RetryPolicy {
-            retries: settings.retries,
-            backoff: Backoff::new(settings.retry_delay),
-        },
-        stall_timeout: settings.stall_timeout,
-        connect_timeout: settings.http.connect_timeout,
-        archive_limits: settings.archive_limits,
-        archive_classpath: settings.archive_classpath,
-        deadline: tokio::time::Instant::now() + settings.deadline.value,
-        deadline_len: settings.deadline.value,
-        fsync: settings.fsync,
-    };
-    let reporter: Arc<dyn Reporter> = if settings.no_progress {
-        Arc::new(progress::Silent)
-    } else if std::io::stderr().is_terminal() && log_format == LogFormat::Text {
-        Arc::new(progress::Bars::new())
-    } else {
-        progress::Lines::start(settings.progress_interval)
-    };
+    let options = engine_options(&settings, cancel);
     // Holds the directory locks until the outputs are written.
-    let run = engine::run(&plan, &sources, &options, reporter).await;
+    let run = engine::run(&plan, &sources, &options, reporter(&settings, log_format)).await;
     let outcomes = &run.outcomes;
-
-    let mut code = ExitCode::Ok;
-    let mut failures = Vec::new();
-    for o in outcomes {
-        if let Some(f) = &o.failure {
-            error!("{}", f.message);
-            code = code.worst(ExitCode::from(f.kind));
-            failures.push(f.message.clone());
-        }
-    }
-    let artifact_failures = failures.len();
-    let mut headline = format!(
-        "{artifact_failures} of {} artifact{} failed",
-        plan.artifacts.len(),
-        if plan.artifacts.len() == 1 { "" } else { "s" }
-    );
+    let mut verdict = Verdict::of(&plan, outcomes);
     // An output in a directory another spark-localizer holds is that run's to write.
     let ours = |path: &Path| {
         let dir = path.parent().map(resolved).unwrap_or_default();
@@ -312,40 +266,24 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         free
     };
     let classpath_outputs = [&settings.classpath_file, &settings.env_file];
-    if code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
+    if verdict.code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
         if let Err(e) = write_classpath(&settings, &plan, outcomes) {
-            let message = format!(
-                "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
-                settings.classpath_file.display(),
-                settings.env_file.display()
+            verdict.output_failed(
+                format!(
+                    "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
+                    settings.classpath_file.display(),
+                    settings.env_file.display()
+                ),
+                "every artifact was localized, but the classpath could not be written",
             );
-            error!("{message}");
-            failures.push(message);
-            headline =
-                "every artifact was localized, but the classpath could not be written".to_owned();
-            code = ExitCode::LocalIo;
         }
     }
     let elapsed = started.elapsed();
-    let report = output::Report::new(&plan, outcomes, code.code(), elapsed.as_millis() as u64);
-    let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if ours(&settings.report) {
-        if let Err(e) = layout::write_atomic(&settings.report, &report_json, settings.fsync) {
-            let message = format!(
-                "cannot write the report {}: {e}; check the volume mount",
-                settings.report.display()
-            );
-            error!("{message}");
-            failures.push(message);
-            code = code.worst(ExitCode::LocalIo);
-            if artifact_failures == 0 {
-                headline =
-                    "every artifact was localized, but the report could not be written".to_owned();
-            }
-        }
+        write_report(&settings, &plan, outcomes, elapsed, &mut verdict);
     }
     summarize(outcomes, elapsed);
-    if code != ExitCode::Ok {
+    if verdict.code != ExitCode::Ok {
         // Outputs of an earlier successful run would name files this run removed.
         for stale in classpath_outputs {
             if ours(stale) && std::fs::remove_file(stale).is_ok() {
@@ -354,10 +292,127 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         }
         write_termination(
             settings.termination_log.as_deref(),
-            &output::termination_text(&headline, &failures),
+            &output::termination_text(&verdict.headline, &verdict.failures),
         );
     }
-    code
+    verdict.code
+}
+
+/// The first SIGTERM or SIGINT stops the transfers (they clean up and the run
+/// reports, exit 7); a second one exits at once. Returns the stop signal.
+fn stop_on_signals() -> tokio::sync::watch::Receiver<bool> {
+    let (stop, cancel) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let signal = wait_for_signal().await;
+        warn!("received {signal}: stopping transfers, removing partial files, writing the report");
+        let _ = stop.send(true);
+        let again = wait_for_signal().await;
+        error!("received {again} again: exiting without cleaning up");
+        std::process::exit(ExitCode::Interrupted.code());
+    });
+    cancel
+}
+
+fn engine_options(settings: &Settings, cancel: tokio::sync::watch::Receiver<bool>) -> Options {
+    Options {
+        cancel,
+        parallelism: settings.parallelism,
+        retry: RetryPolicy {
+            retries: settings.retries,
+            backoff: Backoff::new(settings.retry_delay),
+        },
+        stall_timeout: settings.stall_timeout,
+        connect_timeout: settings.http.connect_timeout,
+        archive_limits: settings.archive_limits,
+        archive_classpath: settings.archive_classpath,
+        deadline: tokio::time::Instant::now() + settings.deadline.value,
+        deadline_len: settings.deadline.value,
+        fsync: settings.fsync,
+    }
+}
+
+/// Bars on a terminal with text logs, periodic lines otherwise, nothing with
+/// `--no-progress`.
+fn reporter(settings: &Settings, log_format: LogFormat) -> Arc<dyn Reporter> {
+    if settings.no_progress {
+        Arc::new(progress::Silent)
+    } else if std::io::stderr().is_terminal() && log_format == LogFormat::Text {
+        Arc::new(progress::Bars::new())
+    } else {
+        progress::Lines::start(settings.progress_interval)
+    }
+}
+
+/// How the run went: the exit code, the failure messages and the termination
+/// message's headline.
+struct Verdict {
+    code: ExitCode,
+    failures: Vec<String>,
+    artifact_failures: usize,
+    headline: String,
+}
+
+impl Verdict {
+    /// Every artifact's failure logged; the code is the most severe one.
+    fn of(plan: &Plan, outcomes: &[Outcome]) -> Verdict {
+        let mut code = ExitCode::Ok;
+        let mut failures = Vec::new();
+        for outcome in outcomes {
+            if let Some(failure) = &outcome.failure {
+                error!("{}", failure.message);
+                code = code.worst(ExitCode::from(failure.kind));
+                failures.push(failure.message.clone());
+            }
+        }
+        let artifact_failures = failures.len();
+        let headline = format!(
+            "{artifact_failures} of {} artifact{} failed",
+            plan.artifacts.len(),
+            if plan.artifacts.len() == 1 { "" } else { "s" }
+        );
+        Verdict {
+            code,
+            failures,
+            artifact_failures,
+            headline,
+        }
+    }
+
+    /// An output could not be written: a local I/O failure; `headline` replaces
+    /// the headline when every artifact was localized.
+    fn output_failed(&mut self, message: String, headline: &str) {
+        error!("{message}");
+        self.failures.push(message);
+        self.code = self.code.worst(ExitCode::LocalIo);
+        if self.artifact_failures == 0 {
+            self.headline = headline.to_owned();
+        }
+    }
+}
+
+fn write_report(
+    settings: &Settings,
+    plan: &Plan,
+    outcomes: &[Outcome],
+    elapsed: std::time::Duration,
+    verdict: &mut Verdict,
+) {
+    let report = output::Report::new(
+        plan,
+        outcomes,
+        verdict.code.code(),
+        elapsed.as_millis() as u64,
+    );
+    let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
+    if let Err(e) = layout::write_atomic(&settings.report, &report_json, settings.fsync) {
+        verdict.output_failed(
+            format!(
+                "cannot write the report {}: {e}; check the volume mount",
+                settings.report.display()
+            ),
+            "every artifact was localized, but the report could not be written",
+        );
+    }
 }
 
 /// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT; names the one that came.
