@@ -22,5 +22,3 @@ pub(crate) mod server;
 pub(crate) mod store;
 pub(crate) mod store_s3;
 pub(crate) mod upload;
-
-pub(crate) use server::serve;

@@ -38,7 +38,7 @@ use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -413,7 +413,7 @@ impl Store for S3Store {
         )
         .await
         .map_err(|e| self.error(root, e))?;
-        let listing = sort_listing(root, objects, now_ms());
+        let listing = sort_listing(root, objects, crate::util::time::now_ms());
         self.remove_orphans(listing.orphans).await;
         let ids: HashSet<String> = listing.bundles.iter().map(|(id, _)| id.clone()).collect();
         let read = stream::iter(listing.bundles)
@@ -718,12 +718,6 @@ fn make_spool_dir() -> io::Result<PathBuf> {
     Ok(spool)
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,7 +758,7 @@ mod tests {
         let modified = NOW - age.as_millis() as u64;
         ObjectMeta {
             location: Key::parse(key).unwrap(),
-            last_modified: (UNIX_EPOCH + Duration::from_millis(modified)).into(),
+            last_modified: (std::time::UNIX_EPOCH + Duration::from_millis(modified)).into(),
             size: 1,
             e_tag: Some("\"e\"".into()),
             version: None,

@@ -22,7 +22,10 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 use url::Url;
 
-use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
+use super::api::{
+    self, ErrorBody, ResourceOwner, SubmittedResource, BUNDLE_FILE_NAME, FILES_SECRET_KEY,
+    JARS_SECRET_KEY, SECRET_MOUNT_PATH,
+};
 use super::names::{check_dns_label, check_dns_subdomain, check_label_key, is_label_value};
 use crate::cli::{StageKind, UploadArgs};
 use crate::cmd::exit::ExitCode;
@@ -31,14 +34,6 @@ use crate::net::{CaFile, HttpConfig};
 use crate::source::http::HttpSource;
 use crate::util::redact::{error_chain, register_secret, scrub};
 
-/// The file name of the bundle part, as the original clients name it.
-pub(crate) const BUNDLE_FILE_NAME: &str = "resources.tar.gz";
-/// Where the apache-spark-on-k8s init container reads the resource secrets.
-pub(crate) const SECRET_MOUNT_PATH: &str = "/mnt/secrets/spark-init";
-/// The Secret key of the jars bundle's secret.
-pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
-/// The Secret key of the files bundle's secret.
-pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
 /// The namespace of the owner when `--namespace` is not given.
 pub(crate) const DEFAULT_NAMESPACE: &str = "default";
 
@@ -619,11 +614,7 @@ async fn verify(
             return Ok(());
         }
     };
-    let stored = response
-        .headers()
-        .get(api::HEADER_SHA256)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_ascii_lowercase);
+    let stored = api::announced_sha256(response.headers());
     match stored {
         Some(stored) if stored != bundled.sha256 => {
             // Best effort: nobody should fetch a bundle that is not what was sent.
