@@ -2,11 +2,14 @@
 //! and turn their errors into exit codes. The server is stopped by SIGTERM/SIGINT,
 //! which only this layer listens for.
 
+use std::io::Write;
+
 use tracing::{error, warn};
 
 use super::exit::ExitCode;
 use crate::cli::{ServeArgs, UploadArgs};
 use crate::stage::server::{self, ServeErrorKind};
+use crate::stage::upload::{self, UploadErrorKind};
 use crate::util::redact::error_chain;
 use crate::util::signal;
 
@@ -26,9 +29,29 @@ pub(crate) async fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
-/// Runs `stage upload`; the exit code says how it went.
+/// Runs `stage upload` and prints the resource ids and secrets; the exit code says
+/// how it went ([`ExitCode::LocalIo`] when they cannot be printed: the bundles then
+/// expire unused).
 pub(crate) async fn upload(args: &UploadArgs) -> ExitCode {
-    crate::stage::upload::run(args).await
+    match upload::run(args).await {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::Ok,
+                Err(_) => ExitCode::LocalIo,
+            }
+        }
+        Err(e) => {
+            error!("{}", error_chain(&e));
+            match e.kind() {
+                UploadErrorKind::Usage => ExitCode::Config,
+                UploadErrorKind::Server => ExitCode::Fetch,
+                UploadErrorKind::Integrity => ExitCode::Integrity,
+                UploadErrorKind::LocalIo => ExitCode::LocalIo,
+                UploadErrorKind::Internal => ExitCode::Internal,
+            }
+        }
+    }
 }
 
 /// Completes with the signal's name when the server is asked to stop; never when
