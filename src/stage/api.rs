@@ -1,8 +1,8 @@
 //! The staging server's wire contract: paths, part and header names, the id
 //! syntax, the JSON bodies and the Secret layout the init containers read. The one
-//! place they are written: the server ([`crate::stage::server`]), the upload client
-//! ([`crate::stage::upload`]) and the fetch source ([`crate::source::staging`]) all
-//! import them from here.
+//! place they are written: the server (`stage serve`), the upload client (`stage
+//! upload`) and the fetch source (`staging://`) all import them from here; this
+//! module imports nothing of theirs.
 //!
 //! v0 is the apache-spark-on-k8s staging server's API; its clients keep working:
 //! - `POST /api/v0/resources` — multipart/form-data with part [`PART_RESOURCES`] (the

@@ -42,6 +42,7 @@ use super::names::{check_dns_label, check_label_key, is_label_value};
 use super::store::BundleMeta;
 use crate::cli::ServeArgs;
 use crate::env_vars as env;
+use crate::net::tls;
 use crate::util::fs::{read_config_text, read_regular, CONFIG_LIMIT};
 use crate::util::redact::{error_chain, register_secret};
 
@@ -544,40 +545,26 @@ fn check_token(path: &Path, origin: &'static str) -> Result<PathBuf, OwnerSetupE
 /// A client trusting only `ca` when given (else the bundled and system roots);
 /// no proxy, no redirects (the token stays with the API server).
 fn client(ca: Option<&Path>) -> Result<reqwest::Client, OwnerSetupError> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
+    let roots = match ca {
         Some(path) => {
-            let data =
+            let pem =
                 read_regular(path, CONFIG_LIMIT).map_err(|source| OwnerSetupError::CaRead {
                     path: path.to_owned(),
                     source,
                 })?;
-            for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
-                let _ = roots.add(cert);
-            }
-            if roots.is_empty() {
+            let mut roots = rustls::RootCertStore::empty();
+            if tls::add_pem_certificates(&mut roots, &pem) == 0 {
                 return Err(OwnerSetupError::CaEmpty {
                     path: path.to_owned(),
                 });
             }
+            roots
         }
-        None => {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            for cert in rustls_native_certs::load_native_certs().certs {
-                let _ = roots.add(cert);
-            }
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(OwnerSetupError::Tls)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        None => tls::default_roots(),
+    };
+    let config = tls::client_config(roots).map_err(OwnerSetupError::Tls)?;
     reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
+        .use_preconfigured_tls(config)
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
