@@ -52,8 +52,10 @@ pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
 /// The Secret key of the files bundle's secret.
 pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
 
-/// Hex characters in a resource id (128 random bits).
-pub(crate) const RESOURCE_ID_HEX_LEN: usize = 32;
+/// Random bytes in a resource id (128 bits, sent as lowercase hex).
+pub(crate) const RESOURCE_ID_BYTES: usize = 16;
+/// Hex characters in a resource id of this server.
+pub(crate) const RESOURCE_ID_HEX_LEN: usize = 2 * RESOURCE_ID_BYTES;
 /// Random bytes in a resource secret (256 bits, sent as unpadded base64url).
 pub(crate) const RESOURCE_SECRET_BYTES: usize = 32;
 
@@ -81,29 +83,37 @@ fn pod() -> String {
     OWNER_TYPE_POD.to_owned()
 }
 
+/// Why an owner part is refused (the upload answers 400 with this message).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OwnerError {
+    #[error("part '{PART_OWNER}' is not a valid owner JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("part '{PART_OWNER}' has an empty namespace")]
+    EmptyNamespace,
+    #[error("part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})")]
+    EmptyOwnerType,
+    #[error("part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes")]
+    OwnerTypeTooLong,
+    #[error("part '{PART_OWNER}' has an ownerType with control characters")]
+    OwnerTypeControl,
+}
+
 impl ResourceOwner {
-    /// Parses and checks the owner part; the error says what is wrong.
-    pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, String> {
-        let owner: ResourceOwner = serde_json::from_slice(json)
-            .map_err(|e| format!("part '{PART_OWNER}' is not a valid owner JSON: {e}"))?;
+    /// Parses and checks the owner part.
+    pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, OwnerError> {
+        let owner: ResourceOwner = serde_json::from_slice(json).map_err(OwnerError::Json)?;
         if owner.namespace.trim().is_empty() {
-            return Err(format!("part '{PART_OWNER}' has an empty namespace"));
+            return Err(OwnerError::EmptyNamespace);
         }
         let owner_type = &owner.owner_type;
         if owner_type.trim().is_empty() {
-            return Err(format!(
-                "part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})"
-            ));
+            return Err(OwnerError::EmptyOwnerType);
         }
         if owner_type.len() > OWNER_TYPE_MAX_LEN {
-            return Err(format!(
-                "part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes"
-            ));
+            return Err(OwnerError::OwnerTypeTooLong);
         }
         if owner_type.chars().any(char::is_control) {
-            return Err(format!(
-                "part '{PART_OWNER}' has an ownerType with control characters"
-            ));
+            return Err(OwnerError::OwnerTypeControl);
         }
         Ok(owner)
     }
@@ -240,11 +250,13 @@ mod tests {
             (br#"{"namespace":"n","ownerType":"a\nb"}"#, "control"),
             (b"not json", "not a valid owner JSON"),
         ] {
-            let err = ResourceOwner::parse(json).unwrap_err();
+            let err = ResourceOwner::parse(json).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
         let long = format!(r#"{{"namespace":"n","ownerType":"{}"}}"#, "x".repeat(254));
-        let err = ResourceOwner::parse(long.as_bytes()).unwrap_err();
+        let err = ResourceOwner::parse(long.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("longer than 253"), "{err}");
     }
 

@@ -283,7 +283,7 @@ async fn read_owner(mut field: multer::Field<'_>) -> Result<ResourceOwner, ApiEr
             )));
         }
     }
-    ResourceOwner::parse(&json).map_err(ApiError::bad)
+    ResourceOwner::parse(&json).map_err(|e| ApiError::bad(e.to_string()))
 }
 
 /// Validates the spooled bundle, gives it an id and a secret, and commits it.
@@ -306,7 +306,7 @@ async fn commit(
         }
         Err(e) => return Err(ApiError::internal("cannot check the upload", e)),
     };
-    let id = hex::encode(random::<16>(st.rng)?);
+    let id = hex::encode(random::<{ api::RESOURCE_ID_BYTES }>(st.rng)?);
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(random::<{ api::RESOURCE_SECRET_BYTES }>(st.rng)?);
     let meta = BundleMeta {
