@@ -91,18 +91,18 @@ impl IntoResponse for ApiError {
 }
 
 /// The bundle `id` if it exists and has not expired (404 otherwise).
-async fn find(st: &AppState, id: &str) -> Result<BundleMeta, ApiError> {
+async fn find(state: &AppState, id: &str) -> Result<BundleMeta, ApiError> {
     if !api::is_resource_id(id) {
         return Err(ApiError::not_found());
     }
-    let meta = st
+    let meta = state
         .store
         .meta(id)
         .await
         .map_err(|e| ApiError::internal("cannot read the store", e))?
         .ok_or_else(ApiError::not_found)?;
-    if let Some(why) = st.policy.expired(&meta, now_ms()) {
-        expire(st, &meta, why).await;
+    if let Some(why) = state.policy.expired(&meta, now_ms()) {
+        expire(state, &meta, why).await;
         return Err(ApiError::not_found());
     }
     Ok(meta)
@@ -110,8 +110,12 @@ async fn find(st: &AppState, id: &str) -> Result<BundleMeta, ApiError> {
 
 /// [`find`], then the secret: 401 when it is missing or wrong (compared as sha256
 /// hashes, in constant time).
-async fn authorize(st: &AppState, id: &str, headers: &HeaderMap) -> Result<BundleMeta, ApiError> {
-    let meta = find(st, id).await?;
+async fn authorize(
+    state: &AppState,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<BundleMeta, ApiError> {
+    let meta = find(state, id).await?;
     let presented = api::presented_secret(headers);
     let refusal = if presented.is_empty() {
         Some("missing the resource secret (header Authorization)")
@@ -122,7 +126,7 @@ async fn authorize(st: &AppState, id: &str, headers: &HeaderMap) -> Result<Bundl
         (!same).then_some("wrong resource secret")
     };
     if let Some(why) = refusal {
-        st.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
+        state.metrics.auth_failures.fetch_add(1, Ordering::Relaxed);
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, why));
     }
     Ok(meta)
@@ -130,12 +134,12 @@ async fn authorize(st: &AppState, id: &str, headers: &HeaderMap) -> Result<Bundl
 
 /// `GET` and `HEAD` of a bundle, with one `Range` honoured.
 pub(super) async fn download(
-    State(st): State<Arc<AppState>>,
+    State(state): State<Arc<AppState>>,
     UrlPath(id): UrlPath<String>,
     method: Method,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let meta = authorize(&st, &id, &headers).await?;
+    let meta = authorize(&state, &id, &headers).await?;
     let etag = format!("\"{}\"", meta.sha256);
     let range = headers
         .get(header::RANGE)
@@ -168,7 +172,7 @@ pub(super) async fn download(
     let body = if method == Method::HEAD {
         Body::empty()
     } else {
-        bundle_body(&st, &meta, start, len).await?
+        bundle_body(&state, &meta, start, len).await?
     };
     response
         .body(body)
@@ -181,24 +185,24 @@ const DOWNLOAD_CHUNK: usize = 64 * 1024;
 /// The bundle's bytes as a response body; counts the download and marks the
 /// bundle used.
 async fn bundle_body(
-    st: &Arc<AppState>,
+    state: &Arc<AppState>,
     meta: &BundleMeta,
     start: u64,
     len: u64,
 ) -> Result<Body, ApiError> {
-    let reader = st
+    let reader = state
         .store
         .open(&meta.id, start, len)
         .await
         .map_err(|e| ApiError::internal("cannot read the bundle", e))?
         .ok_or_else(ApiError::not_found)?;
-    st.metrics.downloads.fetch_add(1, Ordering::Relaxed);
+    state.metrics.downloads.fetch_add(1, Ordering::Relaxed);
     if meta.first_download_ms.is_none() {
-        if let Err(e) = st.store.mark_downloaded(&meta.id, now_ms()).await {
+        if let Err(e) = state.store.mark_downloaded(&meta.id, now_ms()).await {
             warn!("cannot record the first download of {}: {e}", meta.id);
         }
     }
-    let counter = st.clone();
+    let counter = state.clone();
     // 64 KiB reads: far fewer trips to the blocking pool than the default 4 KiB,
     // and 200 downloads at once still hold only ~25 MiB of buffers.
     let stream =
@@ -216,12 +220,12 @@ async fn bundle_body(
 
 /// `DELETE` of a bundle.
 pub(super) async fn remove(
-    State(st): State<Arc<AppState>>,
+    State(state): State<Arc<AppState>>,
     UrlPath(id): UrlPath<String>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    authorize(&st, &id, &headers).await?;
-    let deleted = st
+    authorize(&state, &id, &headers).await?;
+    let deleted = state
         .store
         .delete(&id)
         .await

@@ -80,14 +80,14 @@ impl Metrics {
 }
 
 /// `GET /metrics`: the counters and the number of bundles stored.
-pub(super) async fn endpoint(State(st): State<Arc<AppState>>) -> Response {
-    let stored = st.store.list().await.map_or(0, |l| l.len());
+pub(super) async fn endpoint(State(state): State<Arc<AppState>>) -> Response {
+    let stored = state.store.list().await.map_or(0, |l| l.len());
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        st.metrics.render(stored),
+        state.metrics.render(stored),
     )
         .into_response()
 }

@@ -57,7 +57,7 @@ impl Drop for Spool {
 
 /// `POST /api/v0/resources`: stores a bundle and answers its id and secret (201).
 pub(super) async fn upload(
-    State(st): State<Arc<AppState>>,
+    State(state): State<Arc<AppState>>,
     req: Request,
 ) -> Result<(StatusCode, Json<SubmittedResource>), ApiError> {
     let boundary = req
@@ -72,7 +72,7 @@ pub(super) async fn upload(
                 api::PART_OWNER
             ))
         })?;
-    let body_limit = st.max_upload.saturating_add(MULTIPART_SLACK);
+    let body_limit = state.max_upload.saturating_add(MULTIPART_SLACK);
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -83,7 +83,7 @@ pub(super) async fn upload(
         if !expects {
             tokio::spawn(linger(req.into_body().into_data_stream()));
         }
-        return Err(ApiError::too_large(st.max_upload));
+        return Err(ApiError::too_large(state.max_upload));
     }
     let too_large = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel(4);
@@ -92,20 +92,19 @@ pub(super) async fn upload(
         rx.recv().await.map(|item| (item, rx))
     });
     let mut multipart = multer::Multipart::new(stream, boundary);
-    let spool = Spool(
-        st.store
-            .spool_dir()
-            .join(format!("upload-{}.part", hex::encode(random::<8>(st.rng)?))),
-    );
-    let received = receive(&st, &mut multipart, &spool.0).await;
+    let spool = Spool(state.store.spool_dir().join(format!(
+        "upload-{}.part",
+        hex::encode(random::<8>(state.rng)?)
+    )));
+    let received = receive(&state, &mut multipart, &spool.0).await;
     let received = received.map_err(|e| {
         if too_large.load(Ordering::SeqCst) {
-            ApiError::too_large(st.max_upload)
+            ApiError::too_large(state.max_upload)
         } else {
             e
         }
     })?;
-    let submitted = commit(&st, &spool.0, received).await?;
+    let submitted = commit(&state, &spool.0, received).await?;
     Ok((StatusCode::CREATED, Json(submitted)))
 }
 
@@ -172,7 +171,7 @@ struct Received {
 }
 
 async fn receive(
-    st: &AppState,
+    state: &AppState,
     multipart: &mut multer::Multipart<'_>,
     spool: &Path,
 ) -> Result<Received, ApiError> {
@@ -184,7 +183,7 @@ async fn receive(
                 if bundle.is_some() {
                     return Err(repeated(api::PART_RESOURCES));
                 }
-                bundle = Some(spool_bundle(field, spool, st.max_upload).await?);
+                bundle = Some(spool_bundle(field, spool, state.max_upload).await?);
             }
             Some(api::PART_OWNER) => {
                 if owner.is_some() {
@@ -288,11 +287,11 @@ async fn read_owner(mut field: multer::Field<'_>) -> Result<ResourceOwner, ApiEr
 
 /// Validates the spooled bundle, gives it an id and a secret, and commits it.
 async fn commit(
-    st: &AppState,
+    state: &AppState,
     spooled: &Path,
     received: Received,
 ) -> Result<SubmittedResource, ApiError> {
-    let (path, limits) = (spooled.to_path_buf(), st.limits);
+    let (path, limits) = (spooled.to_path_buf(), state.limits);
     let checked = tokio::task::spawn_blocking(move || archive::validate_tar_gz(&path, &limits))
         .await
         .map_err(|e| ApiError::internal("cannot check the upload", e))?;
@@ -306,9 +305,9 @@ async fn commit(
         }
         Err(e) => return Err(ApiError::internal("cannot check the upload", e)),
     };
-    let id = hex::encode(random::<{ api::RESOURCE_ID_BYTES }>(st.rng)?);
+    let id = hex::encode(random::<{ api::RESOURCE_ID_BYTES }>(state.rng)?);
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(random::<{ api::RESOURCE_SECRET_BYTES }>(st.rng)?);
+        .encode(random::<{ api::RESOURCE_SECRET_BYTES }>(state.rng)?);
     let meta = BundleMeta {
         version: META_VERSION,
         id: id.clone(),
@@ -319,12 +318,14 @@ async fn commit(
         created_ms: now_ms(),
         first_download_ms: None,
     };
-    st.store
+    state
+        .store
         .commit(spooled, &meta)
         .await
         .map_err(|e| ApiError::internal("cannot store the upload", e))?;
-    st.metrics.uploads.fetch_add(1, Ordering::Relaxed);
-    st.metrics
+    state.metrics.uploads.fetch_add(1, Ordering::Relaxed);
+    state
+        .metrics
         .upload_bytes
         .fetch_add(meta.size, Ordering::Relaxed);
     info!(

@@ -43,31 +43,31 @@ impl Policy {
 
 /// Runs the TTL sweep every [`Policy::sweep_interval`] and, when on, the owner
 /// check every `--owner-check-interval`, one at a time.
-pub(super) async fn sweeper(st: Arc<AppState>) {
+pub(super) async fn sweeper(state: Arc<AppState>) {
     use tokio::time::{interval, MissedTickBehavior};
-    let mut ttl = interval(st.policy.sweep_interval());
+    let mut ttl = interval(state.policy.sweep_interval());
     ttl.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut owner_tick = st.owners.as_ref().map(|owners| {
+    let mut owner_tick = state.owners.as_ref().map(|owners| {
         let mut tick = interval(owners.interval());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         tick
     });
     loop {
         tokio::select! {
-            _ = ttl.tick() => sweep(&st).await,
+            _ = ttl.tick() => sweep(&state).await,
             _ = async { owner_tick.as_mut().expect("guarded").tick().await }, if owner_tick.is_some() => {
-                check_owners(&st).await;
+                check_owners(&state).await;
             }
         }
     }
 }
 
 /// Expires the downloaded bundles whose owner pods are gone.
-async fn check_owners(st: &AppState) {
-    let Some(owners) = &st.owners else {
+async fn check_owners(state: &AppState) {
+    let Some(owners) = &state.owners else {
         return;
     };
-    let all = match st.store.list().await {
+    let all = match state.store.list().await {
         Ok(all) => all,
         Err(e) => {
             warn!("cannot list the store for the owner check: {e}");
@@ -75,7 +75,7 @@ async fn check_owners(st: &AppState) {
         }
     };
     let outcome = owners.check(all, now_ms()).await;
-    let metrics = &st.metrics;
+    let metrics = &state.metrics;
     metrics
         .owner_checks
         .fetch_add(outcome.queries, Ordering::Relaxed);
@@ -83,12 +83,12 @@ async fn check_owners(st: &AppState) {
         .owner_check_errors
         .fetch_add(outcome.errors, Ordering::Relaxed);
     for (meta, why) in outcome.gone {
-        expire(st, &meta, &why).await;
+        expire(state, &meta, &why).await;
     }
 }
 
-async fn sweep(st: &AppState) {
-    let all = match st.store.list().await {
+async fn sweep(state: &AppState) {
+    let all = match state.store.list().await {
         Ok(all) => all,
         Err(e) => {
             warn!("cannot list the store for expiry: {e}");
@@ -97,16 +97,16 @@ async fn sweep(st: &AppState) {
     };
     let now = now_ms();
     for meta in all {
-        if let Some(why) = st.policy.expired(&meta, now) {
-            expire(st, &meta, why).await;
+        if let Some(why) = state.policy.expired(&meta, now) {
+            expire(state, &meta, why).await;
         }
     }
 }
 
-pub(super) async fn expire(st: &AppState, meta: &BundleMeta, why: &str) {
-    match st.store.delete(&meta.id).await {
+pub(super) async fn expire(state: &AppState, meta: &BundleMeta, why: &str) {
+    match state.store.delete(&meta.id).await {
         Ok(true) => {
-            st.metrics.expirations.fetch_add(1, Ordering::Relaxed);
+            state.metrics.expirations.fetch_add(1, Ordering::Relaxed);
             info!("bundle {} expired ({why}); deleted", meta.id);
         }
         Ok(false) => {}

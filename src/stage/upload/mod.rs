@@ -131,11 +131,11 @@ pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
     let mut uploaded = Vec::new();
     for bundle in &plan.bundles {
         match upload_one(&plan, bundle).await {
-            Ok(u) => uploaded.push(u),
+            Ok(done) => uploaded.push(done),
             Err(e) => {
                 // The first bundle is of no use without the second: do not leave it behind.
-                for u in &uploaded {
-                    discard(&plan, u).await;
+                for earlier in &uploaded {
+                    discard(&plan, earlier).await;
                 }
                 return Err(e);
             }
@@ -153,10 +153,10 @@ pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
 }
 
 /// Deletes an uploaded bundle (best effort).
-async fn discard(plan: &Plan, u: &Uploaded) {
+async fn discard(plan: &Plan, bundle: &Uploaded) {
     let Ok(client) = client(plan) else { return };
-    let url = api::resource_url(&plan.base, &u.submitted.resource_id);
-    let Ok(secret) = api::secret_header(&u.submitted.resource_secret) else {
+    let url = api::resource_url(&plan.base, &bundle.submitted.resource_id);
+    let Ok(secret) = api::secret_header(&bundle.submitted.resource_secret) else {
         return;
     };
     match client
@@ -167,13 +167,13 @@ async fn discard(plan: &Plan, u: &Uploaded) {
     {
         Ok(r) if r.status().is_success() => info!(
             "deleted the {} bundle {} uploaded before the failure",
-            u.kind.name(),
-            u.submitted.resource_id
+            bundle.kind.name(),
+            bundle.submitted.resource_id
         ),
         _ => warn!(
             "could not delete the {} bundle {} uploaded before the failure; it expires unused",
-            u.kind.name(),
-            u.submitted.resource_id
+            bundle.kind.name(),
+            bundle.submitted.resource_id
         ),
     }
 }

@@ -24,14 +24,14 @@ struct Printed<'a> {
 /// One JSON line per uploaded bundle.
 pub(super) fn json_lines(server: &str, uploaded: &[Uploaded]) -> Result<String, UploadError> {
     let mut out = String::new();
-    for u in uploaded {
+    for bundle in uploaded {
         let printed = Printed {
-            resource_id: &u.submitted.resource_id,
-            resource_secret: &u.submitted.resource_secret,
+            resource_id: &bundle.submitted.resource_id,
+            resource_secret: &bundle.submitted.resource_secret,
             server,
-            kind: u.kind.name(),
-            files: u.names.iter().map(String::as_str).collect(),
-            sha256: &u.bundled.sha256,
+            kind: bundle.kind.name(),
+            files: bundle.names.iter().map(String::as_str).collect(),
+            sha256: &bundle.bundled.sha256,
         };
         let json = serde_json::to_string(&printed).map_err(UploadError::Print)?;
         out.push_str(&json);
@@ -55,53 +55,53 @@ pub(super) fn secret_manifest(
     // JSON strings are YAML double-quoted scalars.
     let quoted = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned());
     let one_line = |s: &str| s.replace(['\n', '\r'], " ");
-    let mut y = String::new();
-    y.push_str("apiVersion: v1\nkind: Secret\nmetadata:\n");
-    y.push_str(&format!("  name: {name}\n"));
+    let mut yaml = String::new();
+    yaml.push_str("apiVersion: v1\nkind: Secret\nmetadata:\n");
+    yaml.push_str(&format!("  name: {name}\n"));
     if let Some(ns) = namespace {
-        y.push_str(&format!("  namespace: {ns}\n"));
+        yaml.push_str(&format!("  namespace: {ns}\n"));
     }
-    y.push_str("type: Opaque\nstringData:\n");
-    for u in uploaded {
-        let (key, _) = key_of(u.kind);
-        y.push_str(&format!(
+    yaml.push_str("type: Opaque\nstringData:\n");
+    for bundle in uploaded {
+        let (key, _) = key_of(bundle.kind);
+        yaml.push_str(&format!(
             "  {key}: {}\n",
-            quoted(&u.submitted.resource_secret)
+            quoted(&bundle.submitted.resource_secret)
         ));
     }
-    for u in uploaded {
-        y.push_str(&format!(
+    for bundle in uploaded {
+        yaml.push_str(&format!(
             "# Staged on {} as resource {} ({}): {} file(s), bundle sha256 {}:\n",
             one_line(server),
-            u.submitted.resource_id,
-            u.kind.name(),
-            u.names.len(),
-            u.bundled.sha256
+            bundle.submitted.resource_id,
+            bundle.kind.name(),
+            bundle.names.len(),
+            bundle.bundled.sha256
         ));
-        for f in &u.names {
-            y.push_str(&format!("#   {}\n", one_line(f)));
+        for file in &bundle.names {
+            yaml.push_str(&format!("#   {}\n", one_line(file)));
         }
     }
-    y.push_str(&format!(
+    yaml.push_str(&format!(
         "# Spark properties for the driver and executors (spark-submit --conf or the pod template):\n\
          #   spark.kubernetes.resourceStagingServer.uri={server}\n\
          #   spark.kubernetes.resourceStagingServer.internal.uri={server}   (if pods reach it at another URL, put that here)\n",
         server = one_line(server),
     ));
-    for u in uploaded {
-        let (key, which) = key_of(u.kind);
-        y.push_str(&format!(
+    for bundle in uploaded {
+        let (key, which) = key_of(bundle.kind);
+        yaml.push_str(&format!(
             "#   spark.kubernetes.initcontainer.download{which}ResourceIdentifier={id}\n\
              #   spark.kubernetes.initcontainer.download{which}SecretLocation={SECRET_MOUNT_PATH}/{key}\n",
-            id = u.submitted.resource_id,
+            id = bundle.submitted.resource_id,
         ));
     }
-    y.push_str(&format!(
+    yaml.push_str(&format!(
         "# Mount this Secret in the init container at {SECRET_MOUNT_PATH}:\n\
          #   volumes:      [{{ name: spark-init-secret, secret: {{ secretName: {name} }} }}]\n\
          #   volumeMounts: [{{ name: spark-init-secret, mountPath: {SECRET_MOUNT_PATH}, readOnly: true }}]\n"
     ));
-    y
+    yaml
 }
 
 #[cfg(test)]
