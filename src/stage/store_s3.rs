@@ -170,10 +170,10 @@ impl BucketLocation {
 /// Why an [`S3Store`] cannot be opened; the message names `--store`.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OpenError {
-    /// Flags, environment or files that cannot work (exit 2).
+    /// Flags, environment or files that cannot work (a configuration error).
     #[error("{0}")]
     Config(String),
-    /// The bucket is unreachable or refuses us, or the spool directory failed (exit 6).
+    /// The bucket is unreachable or refuses us, or the spool directory failed (an unusable store).
     #[error("{0}")]
     Unusable(String),
 }

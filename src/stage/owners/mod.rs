@@ -52,7 +52,7 @@ pub(crate) const DEFAULT_CA_FILE: &str = "/var/run/secrets/kubernetes.io/service
 /// Pods-list requests in flight at once.
 const PARALLEL_QUERIES: usize = 4;
 
-/// Why owner checks could not be set up (a configuration error, exit 2).
+/// Why owner checks could not be set up (a configuration error).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OwnerSetupError {
     #[error("{var}={value:?} does not make a valid API server URL")]

@@ -1,4 +1,4 @@
-//! The checks `stage upload` makes before any network traffic (exit 2 when one
+//! The checks `stage upload` makes before any network traffic (a usage error when one
 //! fails): the server URL, the owner (namespace, labels), the Secret name, and every
 //! file (a readable regular file with a name the archive rules and the localizer
 //! accept, unique within its bundle).
