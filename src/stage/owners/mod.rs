@@ -170,36 +170,54 @@ impl OwnerChecker {
     /// One round over `bundles` at `now_ms`: which owners are gone. Errors are
     /// logged (one line per round) and counted, never turned into deletions.
     pub(crate) async fn check(&self, bundles: Vec<BundleMeta>, now_ms: u64) -> Outcome {
+        let groups = self.group_by_owner(bundles, now_ms);
+        if groups.is_empty() {
+            return Outcome::default();
+        }
+        match self.token().await {
+            Ok(token) => self.query_owners(groups, token.as_deref()).await,
+            Err(e) => {
+                warn!("owner check skipped: {}; nothing deleted", error_chain(&e));
+                Outcome {
+                    errors: 1,
+                    ..Outcome::default()
+                }
+            }
+        }
+    }
+
+    /// The bundles to check, grouped by owner; the others are noted once each when
+    /// worth a log line.
+    fn group_by_owner(
+        &self,
+        bundles: Vec<BundleMeta>,
+        now_ms: u64,
+    ) -> BTreeMap<OwnerKey, Vec<BundleMeta>> {
         let mut groups: BTreeMap<OwnerKey, Vec<BundleMeta>> = BTreeMap::new();
-        {
-            let mut noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner);
-            noted.retain(|id| bundles.iter().any(|m| &m.id == id));
-            for meta in bundles {
-                match eligibility(&meta, now_ms, self.interval) {
-                    Ok(key) => groups.entry(key).or_default().push(meta),
-                    Err(skip) => {
-                        if let Some(note) = skip.note() {
-                            if noted.insert(meta.id.clone()) {
-                                warn!("bundle {} is not owner-checked: {note}", meta.id);
-                            }
+        let mut noted = self.noted.lock().unwrap_or_else(PoisonError::into_inner);
+        noted.retain(|id| bundles.iter().any(|m| &m.id == id));
+        for meta in bundles {
+            match eligibility(&meta, now_ms, self.interval) {
+                Ok(key) => groups.entry(key).or_default().push(meta),
+                Err(skip) => {
+                    if let Some(note) = skip.note() {
+                        if noted.insert(meta.id.clone()) {
+                            warn!("bundle {} is not owner-checked: {note}", meta.id);
                         }
                     }
                 }
             }
         }
+        groups
+    }
+
+    /// One pods query per owner, a few at a time: the bundles whose owner is gone.
+    async fn query_owners(
+        &self,
+        groups: BTreeMap<OwnerKey, Vec<BundleMeta>>,
+        token: Option<&str>,
+    ) -> Outcome {
         let mut outcome = Outcome::default();
-        if groups.is_empty() {
-            return outcome;
-        }
-        let token = match self.token().await {
-            Ok(token) => token,
-            Err(e) => {
-                warn!("owner check skipped: {}; nothing deleted", error_chain(&e));
-                outcome.errors = 1;
-                return outcome;
-            }
-        };
-        let token = token.as_deref();
         let mut answers = futures_util::stream::iter(groups)
             .map(|(key, metas)| async move {
                 let found = self.kube.pods_exist(&key, token).await;
