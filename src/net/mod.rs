@@ -11,6 +11,8 @@ use reqwest::header::{self, HeaderName, HeaderValue};
 
 use crate::util::redact::register_secret;
 
+pub(crate) mod tls;
+
 /// Why the HTTP client could not be set up (a configuration error).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HttpSetupError {

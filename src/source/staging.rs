@@ -2,7 +2,8 @@
 //!
 //! The bundle is `GET <staging-uri>/api/v0/resources/<id>` with the resource secret
 //! as a raw `Authorization` header, as the apache-spark-on-k8s init container sent
-//! it (our server also takes `Bearer`). Transfers are plain HTTP(S) on a client of
+//! it (our server also takes `Bearer`); paths, the id syntax, the secret header and
+//! the Secret layout are the wire contract of [`crate::stage::api`]. Transfers are plain HTTP(S) on a client of
 //! its own (the staging server's CA files join the usual trust roots), so ranges,
 //! resume with `If-Range` on the bundle's ETag (its sha256) and redirects behave as
 //! for any HTTP URI; the secret goes only to the staging server's origin and only
@@ -13,50 +14,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use reqwest::header::{self, HeaderValue};
+use reqwest::header::HeaderValue;
 use url::Url;
 
 use super::http::HttpSource;
 use super::{Body, FaultKind, OpenRequest, Probe, Source, SourceError};
+use crate::stage::api;
 
-/// The original secret mount and its keys.
-pub(crate) const DEFAULT_SECRET_DIR: &str = "/mnt/secrets/spark-init";
-pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
-pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
-
-/// The URL of bundle `id` on the server at `base` (which may have a path prefix).
-pub(crate) fn resource_url(base: &Url, id: &str) -> Url {
-    let mut url = base.clone();
-    url.set_query(None);
-    url.set_fragment(None);
-    if !url.path().ends_with('/') {
-        let path = format!("{}/", url.path());
-        url.set_path(&path);
-    }
-    url.join(&format!("api/v0/resources/{id}"))
-        .expect("a resource id is one URL-safe path segment")
-}
-
-/// Whether `id` can name a bundle: a URL-safe path segment (the original server used
-/// UUIDs, ours 32 hex digits).
-pub(crate) fn check_id(id: &str) -> Result<(), &'static str> {
-    if id.is_empty() {
-        return Err("is empty");
-    }
-    if id.len() > 128 {
-        return Err("is longer than 128 characters");
-    }
-    if id == "." || id == ".." {
-        return Err("is not a resource id");
-    }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    {
-        return Err("may hold only letters, digits, '-', '_' and '.'");
-    }
-    Ok(())
-}
+pub(crate) use crate::stage::api::{check_id, resource_url};
+/// The original secret mount and its keys (the staging wire contract's).
+pub(crate) use crate::stage::api::{
+    FILES_SECRET_KEY, JARS_SECRET_KEY, SECRET_MOUNT_PATH as DEFAULT_SECRET_DIR,
+};
 
 /// Reads a resource secret from its (mounted Secret) file: surrounding whitespace
 /// (a trailing newline) is dropped; registered for redaction.
@@ -76,14 +45,12 @@ pub(crate) fn read_secret(path: &Path) -> Result<HeaderValue, String> {
     if secret.is_empty() {
         return Err(format!("{} is empty", path.display()));
     }
-    let mut value = HeaderValue::from_str(secret).map_err(|_| {
+    api::secret_header(secret).map_err(|_| {
         format!(
             "{} holds characters that cannot be sent in an HTTP header",
             path.display()
         )
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
+    })
 }
 
 /// One bundle as the source knows it.
@@ -127,7 +94,7 @@ impl StagingSource {
         if self.by_url.contains_key(&url) {
             return false;
         }
-        let client = http.with_headers(vec![(header::AUTHORIZATION, secret)]);
+        let client = http.with_headers(vec![(api::HEADER_SECRET, secret)]);
         self.by_url.insert(url, (client, bundle));
         true
     }
@@ -200,37 +167,6 @@ impl Source for StagingSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn resource_urls_keep_a_prefix() {
-        let id = "0123456789abcdef0123456789abcdef";
-        let at = |base: &str| resource_url(&Url::parse(base).unwrap(), id).to_string();
-        assert_eq!(
-            at("http://h:10000"),
-            format!("http://h:10000/api/v0/resources/{id}")
-        );
-        assert_eq!(
-            at("http://h:10000/"),
-            format!("http://h:10000/api/v0/resources/{id}")
-        );
-        assert_eq!(
-            at("https://h/staging"),
-            format!("https://h/staging/api/v0/resources/{id}")
-        );
-        assert_eq!(
-            at("https://h/staging/?x=1#f"),
-            format!("https://h/staging/api/v0/resources/{id}")
-        );
-    }
-
-    #[test]
-    fn ids() {
-        assert!(check_id("0123456789abcdef0123456789abcdef").is_ok());
-        assert!(check_id("7d3c9a2e-1b2c-4d5e-8f90-123456789abc").is_ok());
-        for bad in ["", ".", "..", "a/b", "a b", "a%2F", "é"] {
-            assert!(check_id(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn secrets_are_trimmed_and_checked() {

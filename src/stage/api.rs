@@ -1,5 +1,8 @@
-//! The staging server's wire contract: paths, part and header names, and the
-//! JSON bodies, shared by the server, the upload client and the fetch source.
+//! The staging server's wire contract: paths, part and header names, the id
+//! syntax, the JSON bodies and the Secret layout the init containers read. The one
+//! place they are written: the server (`stage serve`), the upload client (`stage
+//! upload`) and the fetch source (`staging://`) all import them from here; this
+//! module imports nothing of theirs.
 //!
 //! v0 is the apache-spark-on-k8s staging server's API; its clients keep working:
 //! - `POST /api/v0/resources` — multipart/form-data with part [`PART_RESOURCES`] (the
@@ -11,10 +14,14 @@
 
 use std::collections::BTreeMap;
 
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue, InvalidHeaderValue};
 use serde::{Deserialize, Serialize};
+use url::Url;
 
 /// Upload (POST) and, with `/{id}`, download, HEAD and DELETE.
 pub(crate) const RESOURCES_PATH: &str = "/api/v0/resources";
+/// One bundle, as a route template (`{id}` is the resource id).
+pub(crate) const RESOURCE_ROUTE: &str = "/api/v0/resources/{id}";
 /// Answers `pong` (text/plain).
 pub(crate) const PING_PATH: &str = "/api/v0/ping";
 /// Liveness: answers `ok`.
@@ -26,12 +33,29 @@ pub(crate) const METRICS_PATH: &str = "/metrics";
 pub(crate) const PART_RESOURCES: &str = "resources";
 /// The multipart part holding the owner JSON.
 pub(crate) const PART_OWNER: &str = "resourcesOwner";
+/// The file name of the bundle part, as the original clients name it.
+pub(crate) const BUNDLE_FILE_NAME: &str = "resources.tar.gz";
 
 /// On GET and HEAD of a bundle: the hex sha256 of its bytes (the ETag, unquoted).
 pub(crate) const HEADER_SHA256: &str = "X-Resource-Sha256";
+/// The header carrying a bundle's secret: the raw secret, as the original clients
+/// send it, or `Bearer <secret>` (see [`secret_from_authorization`]).
+pub(crate) const HEADER_SECRET: HeaderName = header::AUTHORIZATION;
+/// Longest id a client accepts from any staging server (see [`check_id`]).
+pub(crate) const RESOURCE_ID_MAX_LEN: usize = 128;
 
-/// Hex characters in a resource id (128 random bits).
-pub(crate) const RESOURCE_ID_HEX_LEN: usize = 32;
+/// Where the apache-spark-on-k8s init container reads the resource secrets (a
+/// mounted Kubernetes Secret).
+pub(crate) const SECRET_MOUNT_PATH: &str = "/mnt/secrets/spark-init";
+/// The Secret key of the jars bundle's secret.
+pub(crate) const JARS_SECRET_KEY: &str = "downloadSubmittedJarsSecret";
+/// The Secret key of the files bundle's secret.
+pub(crate) const FILES_SECRET_KEY: &str = "downloadSubmittedFilesSecret";
+
+/// Random bytes in a resource id (128 bits, sent as lowercase hex).
+pub(crate) const RESOURCE_ID_BYTES: usize = 16;
+/// Hex characters in a resource id of this server.
+pub(crate) const RESOURCE_ID_HEX_LEN: usize = 2 * RESOURCE_ID_BYTES;
 /// Random bytes in a resource secret (256 bits, sent as unpadded base64url).
 pub(crate) const RESOURCE_SECRET_BYTES: usize = 32;
 
@@ -59,29 +83,37 @@ fn pod() -> String {
     OWNER_TYPE_POD.to_owned()
 }
 
+/// Why an owner part is refused (the upload answers 400 with this message).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OwnerError {
+    #[error("part '{PART_OWNER}' is not a valid owner JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("part '{PART_OWNER}' has an empty namespace")]
+    EmptyNamespace,
+    #[error("part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})")]
+    EmptyOwnerType,
+    #[error("part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes")]
+    OwnerTypeTooLong,
+    #[error("part '{PART_OWNER}' has an ownerType with control characters")]
+    OwnerTypeControl,
+}
+
 impl ResourceOwner {
-    /// Parses and checks the owner part; the error says what is wrong.
-    pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, String> {
-        let owner: ResourceOwner = serde_json::from_slice(json)
-            .map_err(|e| format!("part '{PART_OWNER}' is not a valid owner JSON: {e}"))?;
+    /// Parses and checks the owner part.
+    pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, OwnerError> {
+        let owner: ResourceOwner = serde_json::from_slice(json).map_err(OwnerError::Json)?;
         if owner.namespace.trim().is_empty() {
-            return Err(format!("part '{PART_OWNER}' has an empty namespace"));
+            return Err(OwnerError::EmptyNamespace);
         }
         let owner_type = &owner.owner_type;
         if owner_type.trim().is_empty() {
-            return Err(format!(
-                "part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})"
-            ));
+            return Err(OwnerError::EmptyOwnerType);
         }
         if owner_type.len() > OWNER_TYPE_MAX_LEN {
-            return Err(format!(
-                "part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes"
-            ));
+            return Err(OwnerError::OwnerTypeTooLong);
         }
         if owner_type.chars().any(char::is_control) {
-            return Err(format!(
-                "part '{PART_OWNER}' has an ownerType with control characters"
-            ));
+            return Err(OwnerError::OwnerTypeControl);
         }
         Ok(owner)
     }
@@ -110,7 +142,73 @@ pub(crate) struct ErrorBody {
     pub error: String,
 }
 
-/// True for a well-formed resource id (32 lowercase hex digits).
+/// `<base>/api/v0/resources`: the upload endpoint of the server at `base`, which may
+/// carry a path prefix (a proxy); its query and fragment are dropped.
+pub(crate) fn resources_url(base: &Url) -> Url {
+    let mut url = base.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    let prefix = url.path().trim_end_matches('/').to_owned();
+    url.set_path(&format!("{prefix}{RESOURCES_PATH}"));
+    url
+}
+
+/// `<base>/api/v0/resources/<id>`: bundle `id` on the server at `base` (see
+/// [`resources_url`]). `id` is one path segment (see [`check_id`]).
+pub(crate) fn resource_url(base: &Url, id: &str) -> Url {
+    let mut url = resources_url(base);
+    url.path_segments_mut()
+        .expect("an http(s) URL has path segments")
+        .push(id);
+    url
+}
+
+/// Whether a client can use `id` as a bundle's id: a URL-safe path segment (the
+/// original server used UUIDs, ours 32 hex digits).
+pub(crate) fn check_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() {
+        return Err("is empty");
+    }
+    if id.len() > RESOURCE_ID_MAX_LEN {
+        return Err("is longer than 128 characters");
+    }
+    if id == "." || id == ".." {
+        return Err("is not a resource id");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err("may hold only letters, digits, '-', '_' and '.'");
+    }
+    Ok(())
+}
+
+/// A resource secret as the value of [`HEADER_SECRET`], marked sensitive.
+pub(crate) fn secret_header(secret: &str) -> Result<HeaderValue, InvalidHeaderValue> {
+    let mut value = HeaderValue::from_str(secret)?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// The secret a request presents in [`HEADER_SECRET`]; empty when there is none.
+pub(crate) fn presented_secret(headers: &HeaderMap) -> &str {
+    headers
+        .get(HEADER_SECRET)
+        .and_then(|v| v.to_str().ok())
+        .map_or("", secret_from_authorization)
+}
+
+/// The bundle's sha256 a download or HEAD answer announces in [`HEADER_SHA256`],
+/// lowercased; `None` from a server that does not say (the original one).
+pub(crate) fn announced_sha256(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(HEADER_SHA256)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_ascii_lowercase)
+}
+
+/// True for a well-formed resource id of this server (32 lowercase hex digits).
 pub(crate) fn is_resource_id(id: &str) -> bool {
     id.len() == RESOURCE_ID_HEX_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -152,11 +250,13 @@ mod tests {
             (br#"{"namespace":"n","ownerType":"a\nb"}"#, "control"),
             (b"not json", "not a valid owner JSON"),
         ] {
-            let err = ResourceOwner::parse(json).unwrap_err();
+            let err = ResourceOwner::parse(json).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
         let long = format!(r#"{{"namespace":"n","ownerType":"{}"}}"#, "x".repeat(254));
-        let err = ResourceOwner::parse(long.as_bytes()).unwrap_err();
+        let err = ResourceOwner::parse(long.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("longer than 253"), "{err}");
     }
 
@@ -175,6 +275,42 @@ mod tests {
         assert_eq!(secret_from_authorization("Bearer abc"), "abc");
         assert_eq!(secret_from_authorization("bearer  abc "), "abc");
         assert_eq!(secret_from_authorization(""), "");
+    }
+
+    #[test]
+    fn resource_urls_keep_a_prefix() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let at = |base: &str| resource_url(&Url::parse(base).unwrap(), id).to_string();
+        assert_eq!(
+            at("http://h:10000"),
+            format!("http://h:10000/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("http://h:10000/"),
+            format!("http://h:10000/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("https://h/staging"),
+            format!("https://h/staging/api/v0/resources/{id}")
+        );
+        assert_eq!(
+            at("https://h/staging/?x=1#f"),
+            format!("https://h/staging/api/v0/resources/{id}")
+        );
+        let base = Url::parse("https://h/staging/").unwrap();
+        assert_eq!(
+            resources_url(&base).as_str(),
+            "https://h/staging/api/v0/resources"
+        );
+    }
+
+    #[test]
+    fn client_side_ids() {
+        assert!(check_id("0123456789abcdef0123456789abcdef").is_ok());
+        assert!(check_id("7d3c9a2e-1b2c-4d5e-8f90-123456789abc").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b", "a%2F", "é"] {
+            assert!(check_id(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -13,7 +13,13 @@
 //! both behind [`store::Store`].
 //!
 //! `stage upload` ([`upload`]) is the client: it streams local files to a server as
-//! one flat tar.gz bundle and prints the id and secret (or a Secret manifest).
+//! one flat tar.gz bundle and returns the id and secret (or a Secret manifest) to
+//! print. The fetch side (`staging://`, in `crate::source`) shares the wire contract
+//! of [`api`] with both.
+//!
+//! Nothing here knows exit codes, signals or stdout beyond the server's one
+//! listening line: [`server::ServeError`] and [`upload::UploadError`] carry a kind
+//! the command layer maps, and the server stops when the future it is given does.
 
 pub(crate) mod api;
 pub(crate) mod names;
@@ -22,5 +28,3 @@ pub(crate) mod server;
 pub(crate) mod store;
 pub(crate) mod store_s3;
 pub(crate) mod upload;
-
-pub(crate) use server::serve;

@@ -38,7 +38,7 @@ use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -170,10 +170,10 @@ impl BucketLocation {
 /// Why an [`S3Store`] cannot be opened; the message names `--store`.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OpenError {
-    /// Flags, environment or files that cannot work (exit 2).
+    /// Flags, environment or files that cannot work (a configuration error).
     #[error("{0}")]
     Config(String),
-    /// The bucket is unreachable or refuses us, or the spool directory failed (exit 6).
+    /// The bucket is unreachable or refuses us, or the spool directory failed (an unusable store).
     #[error("{0}")]
     Unusable(String),
 }
@@ -413,7 +413,7 @@ impl Store for S3Store {
         )
         .await
         .map_err(|e| self.error(root, e))?;
-        let listing = sort_listing(root, objects, now_ms());
+        let listing = sort_listing(root, objects, crate::util::time::now_ms());
         self.remove_orphans(listing.orphans).await;
         let ids: HashSet<String> = listing.bundles.iter().map(|(id, _)| id.clone()).collect();
         let read = stream::iter(listing.bundles)
@@ -718,12 +718,6 @@ fn make_spool_dir() -> io::Result<PathBuf> {
     Ok(spool)
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,7 +758,7 @@ mod tests {
         let modified = NOW - age.as_millis() as u64;
         ObjectMeta {
             location: Key::parse(key).unwrap(),
-            last_modified: (UNIX_EPOCH + Duration::from_millis(modified)).into(),
+            last_modified: (std::time::UNIX_EPOCH + Duration::from_millis(modified)).into(),
             size: 1,
             e_tag: Some("\"e\"".into()),
             version: None,

@@ -4,3 +4,5 @@
 pub(crate) mod duration;
 pub(crate) mod fs;
 pub(crate) mod redact;
+pub(crate) mod signal;
+pub(crate) mod time;

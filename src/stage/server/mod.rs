@@ -1,0 +1,309 @@
+//! `stage serve`: the HTTP(S) listener, the router and the serve loop. The v0
+//! handlers are in [`handlers`] (one bundle) and [`receive`] (uploads), `Range`
+//! parsing in [`ranges`], expiry in [`sweeper`], the counters in [`metrics`] and the
+//! one-line-per-request log in [`access_log`].
+//!
+//! The server runs until the future the command layer hands it completes (SIGTERM
+//! or SIGINT), then gives requests in flight [`GRACE`] to finish.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, StatusCode};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use rustls::crypto::SecureRandom;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
+
+use super::api;
+use super::owners::{OwnerChecker, OwnerSetupError};
+use super::store::{LocalStore, Store};
+use super::store_s3::{OpenError, S3Store, StoreLocation};
+use crate::archive::Limits;
+use crate::cli::ServeArgs;
+use crate::origin::Origin;
+use crate::s3::settings::S3Settings;
+
+mod access_log;
+mod handlers;
+mod metrics;
+mod ranges;
+mod receive;
+mod sweeper;
+mod tls;
+
+pub(crate) use tls::TlsSetupError;
+
+/// Requests in flight get this long to finish after the shutdown signal.
+const GRACE: Duration = Duration::from_secs(10);
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the staging server could not start; the message names the flag.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServeError {
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    #[error(transparent)]
+    Owners(#[from] OwnerSetupError),
+    #[error("--store {shown}: {reason}")]
+    StoreLocation { shown: String, reason: String },
+    #[error(transparent)]
+    Bucket(#[from] OpenError),
+    #[error("--store {path}")]
+    Directory {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--listen {addr}: cannot listen")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--listen {addr}")]
+    BoundAddress {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What kind of failure a [`ServeError`] is, for the command layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServeErrorKind {
+    /// A flag, variable or file that cannot work.
+    Config,
+    /// The store cannot be used (unreachable bucket, unwritable directory).
+    StoreUnusable,
+}
+
+impl ServeError {
+    /// Whether this is a configuration problem or an unusable store.
+    pub(crate) fn kind(&self) -> ServeErrorKind {
+        match self {
+            ServeError::Bucket(OpenError::Unusable(_)) | ServeError::Directory { .. } => {
+                ServeErrorKind::StoreUnusable
+            }
+            _ => ServeErrorKind::Config,
+        }
+    }
+}
+
+/// What every handler shares.
+struct AppState {
+    store: Arc<dyn Store>,
+    metrics: metrics::Metrics,
+    policy: sweeper::Policy,
+    /// Owner checks against the Kubernetes API; `None` when off.
+    owners: Option<Arc<OwnerChecker>>,
+    max_upload: u64,
+    limits: Limits,
+    rng: &'static dyn SecureRandom,
+}
+
+impl AppState {
+    fn new(args: &ServeArgs, store: Arc<dyn Store>, owners: Option<Arc<OwnerChecker>>) -> AppState {
+        AppState {
+            store,
+            metrics: metrics::Metrics::default(),
+            policy: sweeper::Policy {
+                unused_ttl: args.unused_ttl,
+                max_ttl: args.max_ttl,
+            },
+            owners,
+            max_upload: args.max_upload_bytes,
+            limits: Limits {
+                max_bytes: args.archive_max_bytes,
+                max_entries: args.archive_max_entries,
+                max_ratio: args.archive_max_ratio,
+            },
+            rng: rustls::crypto::aws_lc_rs::default_provider().secure_random,
+        }
+    }
+}
+
+/// Runs the staging server until `shutdown` completes (with the name of what asked
+/// for it, for the log), then lets requests in flight finish. Everything is checked
+/// and opened before the listening line is printed.
+pub(crate) async fn serve(
+    args: &ServeArgs,
+    shutdown: impl Future<Output = &'static str>,
+) -> Result<(), ServeError> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let owners = OwnerChecker::from_args(args)?;
+    let store = open_store(args).await?;
+    let (listener, addr) = bind(args.listen).await?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    announce(&format!("listening on {scheme}://{addr}"));
+    let state = Arc::new(AppState::new(args, store, owners));
+    let stored = state.store.list().await.map(|l| l.len()).unwrap_or(0);
+    info!(
+        "staging server on {scheme}://{addr}: store {}, {stored} bundle(s), uploads up to {} bytes, unused bundles kept {:?}, any bundle kept {:?}",
+        args.store.display(),
+        args.max_upload_bytes,
+        args.unused_ttl,
+        args.max_ttl
+    );
+    let sweeper = tokio::spawn(sweeper::sweeper(state.clone()));
+    let store = state.store.clone();
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    accept_loop(listener, acceptor, router(state), shutdown).await;
+    sweeper.abort();
+    store.close();
+    info!("staging server stopped");
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServeError::BoundAddress { addr, source })?;
+    Ok((listener, bound))
+}
+
+/// Prints the one stdout line tests and wrappers wait for.
+fn announce(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Opens `--store`: a directory, or a bucket (`s3://`, `s3a://`).
+async fn open_store(args: &ServeArgs) -> Result<Arc<dyn Store>, ServeError> {
+    let root = match StoreLocation::parse(&args.store) {
+        Ok(StoreLocation::Dir(root)) => root,
+        Ok(StoreLocation::Bucket(bucket)) => {
+            let settings = S3Settings::new(s3_credentials_dir(args), None);
+            return Ok(Arc::new(S3Store::open(bucket, &settings).await?));
+        }
+        Err(reason) => {
+            let shown = crate::util::redact::redact_url(&args.store.to_string_lossy());
+            return Err(ServeError::StoreLocation { shown, reason });
+        }
+    };
+    let dir = root.clone();
+    let opened = tokio::task::spawn_blocking(move || LocalStore::open(&dir))
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)));
+    match opened {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(source) => Err(ServeError::Directory { path: root, source }),
+    }
+}
+
+/// `--s3-credentials-dir` of `stage serve` and where it came from.
+fn s3_credentials_dir(args: &ServeArgs) -> Option<(PathBuf, Origin)> {
+    let dir = args.s3_credentials_dir.clone()?;
+    let from_env = std::env::var_os(crate::env_vars::STAGE_S3_CREDENTIALS_DIR)
+        .is_some_and(|v| Path::new(&v) == dir);
+    let origin = if from_env {
+        Origin::Env(crate::env_vars::STAGE_S3_CREDENTIALS_DIR)
+    } else {
+        Origin::Flag("s3-credentials-dir")
+    };
+    Some((dir, origin))
+}
+
+/// Accepts connections until `shutdown`, then lets requests in flight finish (at
+/// most [`GRACE`]).
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Router,
+    shutdown: impl Future<Output = &'static str>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: do not spin.
+                    warn!("cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            name = &mut shutdown => {
+                info!("received {name}: finishing requests in flight, then stopping");
+                break;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let Some(acceptor) = tls else {
+                return serve_connection(stream, service, watcher).await;
+            };
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => serve_connection(stream, service, watcher).await,
+                Ok(Err(e)) => debug!("TLS handshake with {peer} failed: {e}"),
+                Err(_) => debug!("TLS handshake with {peer} timed out"),
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(GRACE) => {
+            warn!("requests still in flight after {GRACE:?}; stopping anyway");
+        }
+    }
+}
+
+async fn serve_connection<S>(stream: S, service: TowerToHyperService<Router>, watcher: Watcher)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(conn).await {
+        debug!("connection ended: {e}");
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(api::RESOURCES_PATH, post(receive::upload))
+        .route(&format!("{}/", api::RESOURCES_PATH), post(receive::upload))
+        .route(
+            api::RESOURCE_ROUTE,
+            get(handlers::download).delete(handlers::remove),
+        )
+        .route(api::PING_PATH, get(|| async { text("pong") }))
+        .route(api::HEALTHZ_PATH, get(|| async { text("ok") }))
+        .route(api::METRICS_PATH, get(metrics::endpoint))
+        .fallback(|| async { handlers::ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .with_state(state)
+        .layer(middleware::from_fn(access_log::log_request))
+}
+
+fn text(body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
