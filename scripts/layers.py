@@ -31,8 +31,10 @@ LAYERS = [
     ("source",),  # one file per scheme behind one trait
     ("stage",),  # staging server, stores, upload client, the wire contract
     ("layout", "cli"),  # the on-disk layout; the clap definitions
-    ("net", "s3", "archive", "progress"),  # leaves with some weight
-    ("retry", "properties", "origin"),  # small leaves
+    ("s3",),  # S3 settings and client, shared by the source and the staging store
+    ("net", "archive", "progress"),  # leaves with some weight
+    ("fault", "properties", "origin"),  # small leaves
+    ("retry",),  # the retry policy (what the faults are is theirs to say)
     ("util", "env_vars"),  # the smallest leaves
 ]
 RANK = {name: len(LAYERS) - i for i, group in enumerate(LAYERS) for name in group}
@@ -55,8 +57,39 @@ def module_files(src):
 
 
 def without_comments(text):
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return "\n".join(re.sub(r"//.*", "", line) for line in text.split("\n"))
+    """Blanks comments (line, block, doc), and the contents of string and char
+    literals, keeping line breaks: braces and paths are then only the code's."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif c == "r" and re.match(r'r#*"', text[i:i + 10]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            hashes = re.match(r'r(#*)"', text[i:]).group(1)
+            end = text.find('"' + hashes, i + len(hashes) + 2)
+            end = n if end < 0 else end + 1 + len(hashes)
+            out.append('""' + "\n" * text.count("\n", i, end))
+            i = end
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j + 1
+        elif c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:i + 4]):
+            end = text.find("'", i + 2 if text[i + 1] == "\\" else i + 1) + 1
+            out.append("' '")
+            i = end
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def without_tests(lines):

@@ -17,6 +17,7 @@ mod cli;
 mod config;
 mod engine;
 mod env_vars;
+mod fault;
 mod layout;
 mod net;
 mod origin;

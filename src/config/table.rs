@@ -1,6 +1,6 @@
 //! The settings of `fetch` and `check`, one entry each: the flag (clap's id), its
 //! environment twin, the Spark properties keys read when neither is set, and the
-//! label `check` shows it under. Resolution ([`super::layers`]), `check`'s
+//! label `check` shows it under. Resolution (the layers module), `check`'s
 //! provenance and the generated references all read this table.
 
 use crate::env_vars as env;

@@ -2,5 +2,6 @@
 //! buckets, endpoints and credentials from flags, the S3A keys of the properties
 //! file and the AWS environment, and the credentials directory of a mounted Secret.
 
+pub(crate) mod client;
 pub(crate) mod secret_dir;
 pub(crate) mod settings;

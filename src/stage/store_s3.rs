@@ -58,9 +58,8 @@ use super::api::is_resource_id;
 use super::store::{BundleMeta, BundleReader, Store, BUNDLE_FILE, META_FILE, META_VERSION};
 use crate::env_vars as env;
 use crate::net::{CaFile, HttpConfig};
+use crate::s3::client::StoreBucket;
 use crate::s3::settings::S3Settings;
-use crate::source::http::HttpSource;
-use crate::source::s3::StoreBucket;
 
 /// Bundles up to this size go up in one PUT (held in memory while it runs).
 pub(crate) const SINGLE_PUT_MAX: u64 = 8 << 20;
@@ -213,7 +212,7 @@ impl S3Store {
                 origin: env::SSL_CERT_FILE.to_owned(),
             });
         }
-        let http = HttpSource::new(&HttpConfig {
+        let client = crate::net::client(&HttpConfig {
             ca_files,
             connect_timeout: CONNECT_TIMEOUT,
             pool_size: POOL_SIZE,
@@ -225,11 +224,10 @@ impl S3Store {
             retry_timeout: OP_TIMEOUT,
             ..RetryConfig::default()
         };
-        let bucket = StoreBucket::new(settings, http.client(), &location.bucket, &retry)
+        let bucket = StoreBucket::new(settings, &client, &location.bucket, &retry)
             .map_err(|problems| config(problems.join("; ")))?;
-        let unusable = |e: crate::source::SourceError| {
-            OpenError::Unusable(format!("--store {}", e.describe()))
-        };
+        let unusable =
+            |e: crate::fault::SourceError| OpenError::Unusable(format!("--store {}", e.describe()));
         bucket
             .check_credentials(&location.uri)
             .await

@@ -194,125 +194,19 @@ impl S3Settings {
                 false
             }),
         };
-
-        // Endpoint.
-        let endpoint = if let Some((value, origin)) = self.hadoop(bucket, "endpoint") {
-            // Hadoop: no scheme means https, or http when ssl is disabled; the
-            // default AWS endpoint spelled out means AWS.
-            let with_scheme = if value.contains("://") {
-                value.to_owned()
-            } else if ssl {
-                format!("https://{value}")
-            } else {
-                format!("http://{value}")
-            };
-            match parse_endpoint(&with_scheme) {
-                Ok(url) if is_global_aws(&url) => None,
-                Ok(url) => Some((url, origin)),
-                Err(why) => {
-                    problems.push(format!("{origin}: {why}"));
-                    None
-                }
-            }
-        } else if let Some((name, value)) = [aws::ENDPOINT_URL_S3, aws::ENDPOINT_URL]
-            .iter()
-            .find_map(|&n| self.env(n).map(|v| (n, v)))
-        {
-            match parse_endpoint(value) {
-                Ok(url) if url.scheme() == "http" && !allow_http_env => {
-                    problems.push(format!(
-                        "{name} is plain http ({value}); set {}=true to allow it, or use https",
-                        aws::ALLOW_HTTP
-                    ));
-                    None
-                }
-                Ok(url) => Some((url, Origin::Env(name))),
-                Err(why) => {
-                    problems.push(format!("{name}: {why}"));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-
-        let (region, region_origin) = self
-            .hadoop(bucket, "endpoint.region")
-            .map(|(v, o)| (v.to_owned(), o.to_string()))
-            .or_else(|| {
-                [aws::REGION, aws::DEFAULT_REGION]
-                    .iter()
-                    .find_map(|&n| self.env(n).map(|v| (v.to_owned(), n.to_owned())))
-            })
-            .unwrap_or_else(|| ("us-east-1".to_owned(), "default".to_owned()));
-
-        let path_style = match self.hadoop_bool(bucket, "path.style.access") {
-            Ok(Some(v)) => Some(v),
-            Ok(None) => match self.env(aws::VIRTUAL_HOSTED_STYLE_REQUEST) {
-                None => None,
-                Some(v) => match parse_bool(v) {
-                    Some(virtual_hosted) => Some(!virtual_hosted),
-                    None => {
-                        problems.push(format!(
-                            "{}: '{v}' is not true or false",
-                            aws::VIRTUAL_HOSTED_STYLE_REQUEST
-                        ));
-                        None
-                    }
-                },
-            },
-            Err(e) => {
-                problems.push(e);
-                None
-            }
-        };
+        let endpoint = self.endpoint(bucket, ssl, allow_http_env, &mut problems);
+        let (region, region_origin) = self.region(bucket);
         // Bucket names with dots do not fit a TLS wildcard certificate: path-style.
-        let custom = endpoint.is_some();
-        let path_style = path_style.unwrap_or(custom || bucket.contains('.'));
-        let (endpoint, shown_endpoint, allow_http) = match &endpoint {
-            Some((url, _)) => {
-                let base = url.as_str().trim_end_matches('/').to_owned();
-                let store_endpoint = if path_style {
-                    base.clone()
-                } else {
-                    let mut u = url.clone();
-                    let host = format!("{bucket}.{}", url.host_str().unwrap_or_default());
-                    if u.set_host(Some(&host)).is_err() {
-                        problems.push(format!(
-                            "bucket '{bucket}' cannot be put in the endpoint's host name for virtual-hosted addressing; enable path-style access"
-                        ));
-                    }
-                    u.as_str().trim_end_matches('/').to_owned()
-                };
-                (
-                    Some(store_endpoint.clone()),
-                    format!(
-                        "{} ({}, {})",
-                        if path_style { &base } else { &store_endpoint },
-                        if path_style {
-                            "path-style"
-                        } else {
-                            "virtual-hosted"
-                        },
-                        endpoint
-                            .as_ref()
-                            .map(|(_, o)| o.to_string())
-                            .unwrap_or_default()
-                    ),
-                    url.scheme() == "http",
-                )
-            }
-            None => (
-                None,
-                if path_style {
-                    format!("https://s3.{region}.amazonaws.com (AWS, path-style)")
-                } else {
-                    format!("https://{bucket}.s3.{region}.amazonaws.com (AWS)")
-                },
-                false,
-            ),
-        };
-
+        let path_style = self
+            .path_style(bucket, &mut problems)
+            .unwrap_or(endpoint.is_some() || bucket.contains('.'));
+        let addressing = addressing(
+            bucket,
+            endpoint.as_ref(),
+            path_style,
+            &region,
+            &mut problems,
+        );
         let (credentials, credential_source) = match self.credentials(bucket) {
             Ok(c) => c,
             Err(e) => {
@@ -325,15 +219,156 @@ impl S3Settings {
         }
         Ok(BucketConfig {
             bucket: bucket.to_owned(),
-            endpoint,
-            shown_endpoint,
+            endpoint: addressing.endpoint,
+            shown_endpoint: addressing.shown,
             region,
             region_origin,
             virtual_hosted: !path_style,
-            allow_http,
+            allow_http: addressing.allow_http,
             credentials,
             credential_source,
         })
+    }
+
+    /// A custom endpoint: the S3A key (no scheme means https, or http when ssl is
+    /// disabled; the default AWS endpoint spelled out means AWS), else
+    /// `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (plain http only when allowed).
+    fn endpoint(
+        &self,
+        bucket: &str,
+        ssl: bool,
+        allow_http_env: bool,
+        problems: &mut Vec<String>,
+    ) -> Option<(Url, Origin)> {
+        if let Some((value, origin)) = self.hadoop(bucket, "endpoint") {
+            let with_scheme = if value.contains("://") {
+                value.to_owned()
+            } else if ssl {
+                format!("https://{value}")
+            } else {
+                format!("http://{value}")
+            };
+            return match parse_endpoint(&with_scheme) {
+                Ok(url) if is_global_aws(&url) => None,
+                Ok(url) => Some((url, origin)),
+                Err(why) => {
+                    problems.push(format!("{origin}: {why}"));
+                    None
+                }
+            };
+        }
+        let (name, value) = [aws::ENDPOINT_URL_S3, aws::ENDPOINT_URL]
+            .iter()
+            .find_map(|&n| self.env(n).map(|v| (n, v)))?;
+        match parse_endpoint(value) {
+            Ok(url) if url.scheme() == "http" && !allow_http_env => {
+                problems.push(format!(
+                    "{name} is plain http ({value}); set {}=true to allow it, or use https",
+                    aws::ALLOW_HTTP
+                ));
+                None
+            }
+            Ok(url) => Some((url, Origin::Env(name))),
+            Err(why) => {
+                problems.push(format!("{name}: {why}"));
+                None
+            }
+        }
+    }
+
+    /// The region and where it came from: the S3A key, `AWS_REGION`,
+    /// `AWS_DEFAULT_REGION`, else `us-east-1`.
+    fn region(&self, bucket: &str) -> (String, String) {
+        self.hadoop(bucket, "endpoint.region")
+            .map(|(v, o)| (v.to_owned(), o.to_string()))
+            .or_else(|| {
+                [aws::REGION, aws::DEFAULT_REGION]
+                    .iter()
+                    .find_map(|&n| self.env(n).map(|v| (v.to_owned(), n.to_owned())))
+            })
+            .unwrap_or_else(|| ("us-east-1".to_owned(), "default".to_owned()))
+    }
+
+    /// Path-style addressing when configured: the S3A key, else the opposite of
+    /// `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`.
+    fn path_style(&self, bucket: &str, problems: &mut Vec<String>) -> Option<bool> {
+        match self.hadoop_bool(bucket, "path.style.access") {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => {
+                let v = self.env(aws::VIRTUAL_HOSTED_STYLE_REQUEST)?;
+                match parse_bool(v) {
+                    Some(virtual_hosted) => Some(!virtual_hosted),
+                    None => {
+                        problems.push(format!(
+                            "{}: '{v}' is not true or false",
+                            aws::VIRTUAL_HOSTED_STYLE_REQUEST
+                        ));
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                problems.push(e);
+                None
+            }
+        }
+    }
+}
+
+/// How requests reach a bucket: the endpoint object_store is given, how `check`
+/// shows it, and whether it is plain http.
+struct Addressing {
+    endpoint: Option<String>,
+    shown: String,
+    allow_http: bool,
+}
+
+/// The bucket's addressing at a custom `endpoint` (path-style or virtual-hosted),
+/// or at AWS in `region`.
+fn addressing(
+    bucket: &str,
+    endpoint: Option<&(Url, Origin)>,
+    path_style: bool,
+    region: &str,
+    problems: &mut Vec<String>,
+) -> Addressing {
+    let Some((url, origin)) = endpoint else {
+        return Addressing {
+            endpoint: None,
+            shown: if path_style {
+                format!("https://s3.{region}.amazonaws.com (AWS, path-style)")
+            } else {
+                format!("https://{bucket}.s3.{region}.amazonaws.com (AWS)")
+            },
+            allow_http: false,
+        };
+    };
+    let base = url.as_str().trim_end_matches('/').to_owned();
+    let store_endpoint = if path_style {
+        base.clone()
+    } else {
+        let mut u = url.clone();
+        let host = format!("{bucket}.{}", url.host_str().unwrap_or_default());
+        if u.set_host(Some(&host)).is_err() {
+            problems.push(format!(
+                "bucket '{bucket}' cannot be put in the endpoint's host name for virtual-hosted addressing; enable path-style access"
+            ));
+        }
+        u.as_str().trim_end_matches('/').to_owned()
+    };
+    let shown = format!(
+        "{} ({}, {origin})",
+        if path_style { &base } else { &store_endpoint },
+        if path_style {
+            "path-style"
+        } else {
+            "virtual-hosted"
+        },
+    );
+    Addressing {
+        endpoint: Some(store_endpoint),
+        shown,
+        allow_http: url.scheme() == "http",
     }
 }
 

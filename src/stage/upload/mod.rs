@@ -22,7 +22,6 @@ use self::plan::{BundlePlan, Plan};
 use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
 use crate::cli::{StageKind, UploadArgs};
 use crate::net::{HttpConfig, HttpSetupError};
-use crate::source::http::HttpSource;
 use crate::util::redact::{error_chain, register_secret};
 
 mod bundle;
@@ -179,13 +178,12 @@ async fn discard(plan: &Plan, bundle: &Uploaded) {
 }
 
 fn client(plan: &Plan) -> Result<reqwest::Client, UploadError> {
-    let http = HttpSource::new(&HttpConfig {
+    Ok(crate::net::client(&HttpConfig {
         ca_files: plan.ca_files.clone(),
         connect_timeout: CONNECT_TIMEOUT,
         pool_size: 1,
         headers: Vec::new(),
-    })?;
-    Ok(http.client().clone())
+    })?)
 }
 
 async fn upload_one(plan: &Plan, bundle: &BundlePlan) -> Result<Uploaded, UploadError> {

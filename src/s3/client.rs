@@ -1,0 +1,609 @@
+//! The S3 client both the `s3://` source and the staging server's S3 store use:
+//! where an `s3://` URI points, one object_store client per bucket configured from
+//! [`super::settings`] (credentials checked before use), and what an S3 error
+//! means ([`classify`]: the kind of fault, worded for users).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::client::{HttpClient, HttpConnector, HttpError};
+use object_store::path::Path as KeyPath;
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use url::Url;
+
+use super::secret_dir;
+use super::settings::{self, BucketConfig, Credentials, S3Settings};
+use crate::fault::{FaultKind, SourceError};
+
+/// Where an `s3://bucket/key` URI points: the bucket and the object key.
+pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
+    let shown = crate::util::redact::redact_url(uri.as_str());
+    let bucket = uri.host_str().unwrap_or_default();
+    if bucket.is_empty() {
+        return Err(format!(
+            "{shown} has no bucket (write s3a://bucket/path/to/file)"
+        ));
+    }
+    if !uri.username().is_empty() || uri.password().is_some() {
+        return Err(format!(
+            "{shown} holds credentials; give them with --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key or AWS_* variables instead"
+        ));
+    }
+    if uri.port().is_some() {
+        return Err(format!(
+            "{shown} has a port; the S3 endpoint is set with spark.hadoop.fs.s3a.endpoint or AWS_ENDPOINT_URL"
+        ));
+    }
+    if uri.query().is_some() {
+        return Err(format!(
+            "{shown} has a query ('?'); S3 keys with '?' must be percent-encoded (%3F)"
+        ));
+    }
+    let key = uri.path().trim_start_matches('/');
+    if key.is_empty() {
+        return Err(format!("{shown} names a bucket, not an object"));
+    }
+    let key =
+        KeyPath::from_url_path(key).map_err(|e| format!("{shown} is not a usable S3 key: {e}"))?;
+    Ok((bucket.to_owned(), key))
+}
+
+/// A bucket's store and how it was configured.
+pub(crate) struct Bucket {
+    pub store: AmazonS3,
+    pub config: BucketConfig,
+}
+
+/// Hands object_store the HTTP source's client.
+#[derive(Debug)]
+struct Shared(reqwest::Client);
+
+impl HttpConnector for Shared {
+    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(self.0.clone()))
+    }
+}
+
+/// The bucket's store, its credentials checked before use (a value that cannot
+/// go into a header would make object_store panic).
+pub(crate) fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3> {
+    build_retrying(c, client, None)
+}
+
+/// [`build`], with object_store's own retries when `retry` is given.
+fn build_retrying(
+    c: &BucketConfig,
+    client: &reqwest::Client,
+    retry: Option<&RetryConfig>,
+) -> object_store::Result<AmazonS3> {
+    let configured = || {
+        configure(c, client).map(|b| match retry {
+            Some(r) => b.with_retry(r.clone()),
+            None => b,
+        })
+    };
+    let plain = configured()?.build()?;
+    let checked = Checked(plain.credentials().clone());
+    configured()?.with_credentials(Arc::new(checked)).build()
+}
+
+/// A credential that cannot be sent (a control character in the key id or token).
+#[derive(Debug, thiserror::Error)]
+#[error("the {0} it gave contains a control character")]
+pub(crate) struct MalformedCredential(&'static str);
+
+#[derive(Debug)]
+struct Checked(object_store::aws::AwsCredentialProvider);
+
+#[async_trait]
+impl object_store::CredentialProvider for Checked {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        let c = self.0.get_credential().await?;
+        let bad = if settings::has_control(&c.key_id) {
+            Some("access key id")
+        } else if c.token.as_deref().is_some_and(settings::has_control) {
+            Some("session token")
+        } else {
+            None
+        };
+        match bad {
+            Some(what) => Err(object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(MalformedCredential(what)),
+            }),
+            None => Ok(c),
+        }
+    }
+}
+
+fn configure(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3Builder> {
+    let retry = RetryConfig {
+        max_retries: 0,
+        ..RetryConfig::default()
+    };
+    let mut b = AmazonS3Builder::new()
+        .with_bucket_name(&c.bucket)
+        .with_region(&c.region)
+        .with_virtual_hosted_style_request(c.virtual_hosted)
+        .with_allow_http(c.allow_http)
+        .with_retry(retry)
+        .with_http_connector(Shared(client.clone()));
+    if let Some(endpoint) = &c.endpoint {
+        b = b.with_endpoint(endpoint);
+    }
+    let key = |name: &str| name.parse::<AmazonS3ConfigKey>();
+    b = match &c.credentials {
+        Credentials::Dir(dir) => b.with_credentials(Arc::new(secret_dir::SecretDir::new(dir))),
+        Credentials::Static {
+            key_id,
+            secret,
+            token,
+        } => {
+            let b = b.with_access_key_id(key_id).with_secret_access_key(secret);
+            match token {
+                Some(t) => b.with_token(t),
+                None => b,
+            }
+        }
+        Credentials::WebIdentity {
+            token_file,
+            role_arn,
+            session_name,
+            sts_endpoint,
+        } => {
+            let mut b = b
+                .with_config(key("aws_web_identity_token_file")?, token_file)
+                .with_config(key("aws_role_arn")?, role_arn);
+            if let Some(s) = session_name {
+                b = b.with_config(key("aws_role_session_name")?, s);
+            }
+            if let Some(s) = sts_endpoint {
+                b = b.with_config(key("aws_endpoint_url_sts")?, s);
+            }
+            b
+        }
+        Credentials::PodIdentity {
+            full_uri,
+            token_file,
+        } => b
+            .with_config(key("aws_container_credentials_full_uri")?, full_uri)
+            .with_config(key("aws_container_authorization_token_file")?, token_file),
+        Credentials::EcsTask { relative_uri } => {
+            b.with_config(key("aws_container_credentials_relative_uri")?, relative_uri)
+        }
+        Credentials::Instance { endpoint } => match endpoint {
+            Some(e) => b.with_metadata_endpoint(e),
+            None => b,
+        },
+        Credentials::Anonymous => b.with_skip_signature(true),
+    };
+    Ok(b)
+}
+
+/// Gets the bucket's credentials (cached by object_store for temporary ones), so a
+/// failure of the credential source is reported as such, not as the endpoint's.
+pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
+    let Err(err) = b.store.credentials().get_credential().await else {
+        return Ok(());
+    };
+    let shown = crate::util::redact::redact_url(uri.as_str());
+    let source = &b.config.credential_source;
+    if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
+        return Err(SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
+            "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
+        ));
+    }
+    if let Some(e) = find_cause::<MalformedCredential>(&err) {
+        return Err(SourceError::new(
+            FaultKind::Auth,
+            format!("{shown}: cannot use the S3 credentials from {source}: {e}"),
+        ));
+    }
+    let text = crate::util::redact::error_chain(&err);
+    let what = format!("{shown}: cannot get S3 credentials from {source}");
+    if let Some(http) = find_cause::<HttpError>(&err) {
+        use object_store::client::HttpErrorKind as K;
+        let root = root_cause(http);
+        if crate::net::has_tls_cause(http) {
+            return Err(
+                SourceError::new(FaultKind::Tls, format!("{what}: TLS failure: {root}"))
+                    .with_hint("trust the credential service's CA with --ca-cert or SSL_CERT_FILE"),
+            );
+        }
+        if matches!(b.config.credentials, Credentials::Instance { .. }) && http.kind() == K::Connect
+        {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{what}: instance metadata did not answer ({root})"),
+            )
+            .with_hint("give credentials: --s3-credentials-dir, spark.hadoop.fs.s3a.access.key/secret.key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA"));
+        }
+        if http.kind() == K::Decode {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{what}: its answer is not usable: {root}"),
+            ));
+        }
+        let e = SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{what}: {}: {root}",
+                transport_kind(http).trim_end_matches(" to")
+            ),
+        );
+        return Err(if http.kind() == K::Connect && crate::net::proxied() {
+            e.with_hint(crate::net::PROXY_HINT)
+        } else {
+            e
+        });
+    }
+    let code = s3_code(&text)
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    let kind = match status_of(&text) {
+        Some(s) if s >= 500 || s == 408 || s == 429 => FaultKind::Transient,
+        _ => FaultKind::Auth,
+    };
+    Err(SourceError::new(
+        kind,
+        format!("{what}: {}{code}", detail(&text)),
+    ))
+}
+
+/// S3 error codes that mean the credentials are wrong, whatever the status.
+const AUTH_CODES: &[&str] = &[
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidToken",
+];
+
+/// The S3 error code in an error response body (`<Code>NoSuchKey</Code>`).
+fn s3_code(text: &str) -> Option<&str> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let len = text[start..].find("</Code>")?;
+    Some(&text[start..start + len])
+}
+
+/// The HTTP status in object_store's error text (`status code: 503 ...`).
+fn status_of(text: &str) -> Option<u16> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    text.get(at..at + 3)?.parse().ok()
+}
+
+/// A readable detail of an error response: its `<Message>` if any, else the text.
+fn detail(text: &str) -> String {
+    let message = text.find("<Message>").and_then(|s| {
+        let s = s + "<Message>".len();
+        text[s..].find("</Message>").map(|l| &text[s..s + l])
+    });
+    match message {
+        Some(m) => m.to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// Turns an object_store error into what the engine understands: each case in
+/// turn, the first that applies wins.
+pub(crate) fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> SourceError {
+    let text = crate::util::redact::error_chain(&err);
+    let failure = S3Failure {
+        bucket: b,
+        shown: crate::util::redact::redact_url(uri.as_str()),
+        code: s3_code(&text).map(str::to_owned),
+        status: status_of(&text),
+        text,
+        err: &err,
+    };
+    failure
+        .secret_dir()
+        .or_else(|| failure.not_found())
+        .or_else(|| failure.denied())
+        .or_else(|| failure.wrong_region())
+        .or_else(|| failure.transport())
+        .unwrap_or_else(|| failure.by_status())
+}
+
+/// An S3 error and what is known of it: the S3 error code and HTTP status in its
+/// text, the bucket it was met on.
+struct S3Failure<'a> {
+    bucket: &'a Bucket,
+    shown: String,
+    text: String,
+    code: Option<String>,
+    status: Option<u16>,
+    err: &'a object_store::Error,
+}
+
+impl S3Failure<'_> {
+    /// A known S3 error code says it all; otherwise the whole error text helps.
+    fn cause(&self, kind: FaultKind, message: String) -> SourceError {
+        let e = SourceError::new(kind, message);
+        if self.code.is_some() {
+            e
+        } else {
+            e.with_source(err_box(&self.text))
+        }
+    }
+
+    /// The mounted credentials Secret could not be read.
+    fn secret_dir(&self) -> Option<SourceError> {
+        let e = find_cause::<secret_dir::SecretDirError>(self.err)?;
+        Some(
+            SourceError::new(FaultKind::Auth, format!("{}: {e}", self.shown)).with_hint(
+                "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
+            ),
+        )
+    }
+
+    /// 404: no such bucket, or no such object.
+    fn not_found(&self) -> Option<SourceError> {
+        let not_found =
+            matches!(self.err, object_store::Error::NotFound { .. }) || self.status == Some(404);
+        if !not_found {
+            return None;
+        }
+        let (shown, bucket, endpoint) = (
+            &self.shown,
+            &self.bucket.config.bucket,
+            &self.bucket.config.shown_endpoint,
+        );
+        let message = match self.code.as_deref() {
+            Some("NoSuchBucket") => {
+                format!("{shown}: bucket '{bucket}' does not exist at {endpoint} (NoSuchBucket)")
+            }
+            Some("NoSuchKey") => {
+                format!("{shown}: no such object in bucket '{bucket}' (NoSuchKey)")
+            }
+            _ => format!("{shown}: not found (HTTP 404 from {endpoint})"),
+        };
+        Some(SourceError::new(FaultKind::NotFound, message))
+    }
+
+    /// 401/403 or an S3 code that means the credentials are wrong.
+    fn denied(&self) -> Option<SourceError> {
+        let denied = matches!(
+            self.err,
+            object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+        ) || matches!(self.status, Some(401 | 403))
+            || self
+                .code
+                .as_deref()
+                .is_some_and(|c| AUTH_CODES.contains(&c));
+        if !denied {
+            return None;
+        }
+        let what = match self.code.as_deref() {
+            Some("InvalidAccessKeyId") => "the server does not know the access key id",
+            Some("SignatureDoesNotMatch") => {
+                "the signature does not match: the secret key does not belong to this access key id"
+            }
+            Some("AccessDenied") => "access denied",
+            Some("ExpiredToken") | Some("TokenRefreshRequired") => "the session token has expired",
+            Some("InvalidToken") => "the session token is not valid",
+            _ => "refused",
+        };
+        let code = self
+            .code
+            .as_deref()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        let message = format!(
+            "{}: {what}{code}; credentials from {}",
+            self.shown, self.bucket.config.credential_source
+        );
+        Some(
+            self.cause(FaultKind::Auth, message).with_hint(
+                "`spark-localizer check` shows which S3 credential source is used and why",
+            ),
+        )
+    }
+
+    /// The bucket lives in another region (or behind another endpoint).
+    fn wrong_region(&self) -> Option<SourceError> {
+        let wrong = matches!(
+            self.code.as_deref(),
+            Some("PermanentRedirect" | "AuthorizationHeaderMalformed")
+        ) || self.status == Some(301)
+            || self.text.contains("incorrectly configured region");
+        if !wrong {
+            return None;
+        }
+        let config = &self.bucket.config;
+        let message = format!(
+            "{}: bucket '{}' is not in region '{}' or not at {}: {}",
+            self.shown,
+            config.bucket,
+            config.region,
+            config.shown_endpoint,
+            detail(&self.text)
+        );
+        Some(self.cause(FaultKind::Refused, message).with_hint(
+            "set the bucket's region with AWS_REGION or spark.hadoop.fs.s3a.endpoint.region",
+        ))
+    }
+
+    /// No answer: TLS (final), else a connection fault (retried), naming the proxy
+    /// when one is configured.
+    fn transport(&self) -> Option<SourceError> {
+        let http = find_cause::<HttpError>(self.err)?;
+        let endpoint = &self.bucket.config.shown_endpoint;
+        if crate::net::has_tls_cause(http) {
+            let message = format!(
+                "{}: TLS failure talking to {endpoint}: {}",
+                self.shown, self.text
+            );
+            return Some(
+                self.cause(FaultKind::Tls, message)
+                    .with_hint("add the endpoint's CA with --ca-cert or SSL_CERT_FILE"),
+            );
+        }
+        let e = SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: {} {endpoint}: {}",
+                self.shown,
+                transport_kind(http),
+                root_cause(http)
+            ),
+        );
+        let through_proxy =
+            http.kind() == object_store::client::HttpErrorKind::Connect && crate::net::proxied();
+        Some(if through_proxy {
+            e.with_hint(crate::net::PROXY_HINT)
+        } else {
+            e
+        })
+    }
+
+    /// Anything else: 5xx, 408 and 429 are retried, the rest is final.
+    fn by_status(&self) -> SourceError {
+        match self.status {
+            Some(s) if s >= 500 || s == 408 || s == 429 => self.cause(
+                FaultKind::Transient,
+                format!("{}: {}", self.shown, detail(&self.text)),
+            ),
+            _ => self.cause(
+                FaultKind::Refused,
+                format!(
+                    "{}: {}{}",
+                    self.shown,
+                    detail(&self.text),
+                    self.code
+                        .as_deref()
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default()
+                ),
+            ),
+        }
+    }
+}
+
+/// What went wrong on the wire, for messages.
+fn transport_kind(e: &HttpError) -> &'static str {
+    use object_store::client::HttpErrorKind as K;
+    match e.kind() {
+        K::Connect => "cannot connect to",
+        K::Timeout => "timed out talking to",
+        K::Interrupted => "connection interrupted by",
+        K::Decode => "cannot read the response of",
+        _ => "request failed to",
+    }
+}
+
+/// The innermost cause (e.g. "Connection refused (os error 111)"), scrubbed.
+pub(crate) fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = err;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    crate::util::redact::scrub(&last.to_string())
+}
+
+/// The error text as a cause (object_store's errors are not `'static`-friendly
+/// once classified; the text is what users need).
+fn err_box(text: &str) -> std::io::Error {
+    std::io::Error::other(text.to_owned())
+}
+
+/// The first cause of type `T` in `err`'s chain.
+pub(crate) fn find_cause<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(t) = e.downcast_ref::<T>() {
+            return Some(t);
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// One bucket for the staging server's object-store backend (`stage serve --store
+/// s3://…`), configured exactly as the S3 source configures a bucket (credentials,
+/// endpoint, region, addressing from [`S3Settings`]), but with object_store's own
+/// retries on: no engine above it retries.
+pub(crate) struct StoreBucket(Bucket);
+
+impl StoreBucket {
+    /// Resolves `bucket` and builds its client; otherwise every problem found.
+    pub(crate) fn new(
+        settings: &S3Settings,
+        client: &reqwest::Client,
+        bucket: &str,
+        retry: &RetryConfig,
+    ) -> Result<StoreBucket, Vec<String>> {
+        let config = settings.resolve(bucket)?;
+        let store = build_retrying(&config, client, Some(retry)).map_err(|e| {
+            vec![format!(
+                "bucket '{bucket}': {}",
+                crate::util::redact::error_chain(&e)
+            )]
+        })?;
+        Ok(StoreBucket(Bucket { store, config }))
+    }
+
+    /// The bucket's client.
+    pub(crate) fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(self.0.store.clone())
+    }
+
+    /// Where the bucket is and how requests to it are signed (names, never values).
+    pub(crate) fn describe(&self) -> String {
+        let c = &self.0.config;
+        format!(
+            "endpoint {}, region {}, credentials from {}",
+            c.shown_endpoint, c.region, c.credential_source
+        )
+    }
+
+    /// Gets the credentials once, so that a broken credential source is reported
+    /// as such rather than as the endpoint's refusal.
+    pub(crate) async fn check_credentials(&self, uri: &Url) -> Result<(), SourceError> {
+        credentials(&self.0, uri).await
+    }
+
+    /// What `err`, met on `uri`, means, worded as `fetch` words it (redacted).
+    pub(crate) fn explain(&self, uri: &Url, err: object_store::Error) -> SourceError {
+        classify(&self.0, uri, err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_splits_bucket_and_key() {
+        let (b, k) = locate(&Url::parse("s3a://my-bucket/dir/a%20b.jar").unwrap()).unwrap();
+        assert_eq!((b.as_str(), k.as_ref()), ("my-bucket", "dir/a b.jar"));
+        for (uri, why) in [
+            ("s3://b/", "names a bucket"),
+            ("s3:///k.jar", "no bucket"),
+            ("s3://ak:sk@b/k.jar", "holds credentials"),
+            ("s3://b:9000/k.jar", "has a port"),
+            ("s3://b/k.jar?x=1", "has a query"),
+            ("s3://b/a//k.jar", "not a usable S3 key"),
+        ] {
+            let e = locate(&Url::parse(uri).unwrap()).unwrap_err();
+            assert!(e.contains(why), "{uri}: {e}");
+            assert!(!e.contains("sk@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn error_text_parsing() {
+        let t = "Server returned non-2xx status code: 404 Not Found: <?xml version=\"1.0\"?><Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>";
+        assert_eq!(s3_code(t), Some("NoSuchBucket"));
+        assert_eq!(status_of(t), Some(404));
+        assert_eq!(detail(t), "The specified bucket does not exist");
+        assert_eq!(status_of("nothing"), None);
+    }
+}
