@@ -156,9 +156,15 @@ fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec
     let mut problems = Vec::new();
     for a in bundles {
         let (secret, key) = if a.kind == plan::Kind::Jar {
-            (&settings.staging.jars_secret, staging::JARS_SECRET_KEY)
+            (
+                &settings.staging.jars_secret,
+                crate::stage::api::JARS_SECRET_KEY,
+            )
         } else {
-            (&settings.staging.files_secret, staging::FILES_SECRET_KEY)
+            (
+                &settings.staging.files_secret,
+                crate::stage::api::FILES_SECRET_KEY,
+            )
         };
         match staging::read_secret(&secret.value) {
             Ok(value) => {
@@ -416,17 +422,11 @@ fn write_report(
 }
 
 /// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT; names the one that came.
+/// (Without signal handlers, no signal is ever seen.)
 async fn wait_for_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        },
-        _ => std::future::pending().await,
+    match crate::util::signal::terminated().await {
+        Ok(signal) => signal,
+        Err(_) => std::future::pending().await,
     }
 }
 

@@ -9,7 +9,7 @@ use super::table::{self, Setting};
 use super::{ConfigError, Problems, Sourced, StagingSettings};
 use crate::cli::FetchArgs;
 use crate::net::CaFile;
-use crate::source::staging::{DEFAULT_SECRET_DIR, FILES_SECRET_KEY, JARS_SECRET_KEY};
+use crate::stage::api::{FILES_SECRET_KEY, JARS_SECRET_KEY, SECRET_MOUNT_PATH};
 
 /// The staging server's URL, the secret files and the staging CA files.
 pub(super) fn settings(
@@ -41,7 +41,7 @@ pub(super) fn settings(
     });
     let secret = |setting: &Setting, given: &Option<PathBuf>, file: &str| {
         layers.value_or(setting, given.clone(), PathBuf::from, || {
-            Path::new(DEFAULT_SECRET_DIR).join(file)
+            Path::new(SECRET_MOUNT_PATH).join(file)
         })
     };
     StagingSettings {

@@ -4,7 +4,6 @@
 //! (a TLS cause? a proxy in the way?).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{self, HeaderName, HeaderValue};
@@ -114,18 +113,10 @@ pub(crate) fn load_header_file(
     Ok(headers)
 }
 
-/// The trust anchors: Mozilla's bundled roots (no system store needed, so an empty
-/// chroot works), the system store when there is one, and every `--ca-cert`/SSL_CERT_FILE.
+/// The trust anchors: [`tls::default_roots`] and every `--ca-cert`/SSL_CERT_FILE.
 fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupError> {
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    // The system store is a bonus: images without one are fine.
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
+    let mut roots = tls::default_roots();
     for ca in ca_files {
-        use rustls_pki_types::pem::PemObject;
         let data = crate::util::fs::read_regular(&ca.path, crate::util::fs::CONFIG_LIMIT).map_err(
             |source| HttpSetupError::CaRead {
                 path: ca.path.clone(),
@@ -133,13 +124,7 @@ fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupErr
                 source,
             },
         )?;
-        let mut added = 0;
-        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&data).flatten() {
-            if roots.add(cert).is_ok() {
-                added += 1;
-            }
-        }
-        if added == 0 {
+        if tls::add_pem_certificates(&mut roots, &data) == 0 {
             return Err(HttpSetupError::CaEmpty {
                 path: ca.path.clone(),
                 origin: ca.origin.clone(),
@@ -153,13 +138,7 @@ fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupErr
 /// offered (ALPN), proxies from the environment, no redirects (sources follow
 /// them, keeping credentials on the first origin).
 pub(crate) fn client(config: &HttpConfig) -> Result<reqwest::Client, HttpSetupError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(HttpSetupError::Tls)?
-        .with_root_certificates(root_store(&config.ca_files)?)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tls = tls::client_config(root_store(&config.ca_files)?).map_err(HttpSetupError::Tls)?;
     let client = reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .redirect(reqwest::redirect::Policy::none())

@@ -493,7 +493,7 @@ fn bundle(
     real_dir: &Path,
     staging: Option<&Url>,
 ) -> Result<Artifact, String> {
-    use crate::source::staging::{check_id, resource_url};
+    use crate::stage::api::{check_id, resource_url};
     let Located {
         uri, shown, alias, ..
     } = located;

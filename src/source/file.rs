@@ -98,22 +98,8 @@ impl Source for FileSource {
         }
         let limit = req.end.map_or(u64::MAX, |end| end.saturating_sub(offset));
         let file = file.take(limit);
-        let stream = futures_util::stream::unfold(
-            (file, shown, vec![0u8; CHUNK]),
-            |(mut file, shown, mut buf)| async move {
-                match file.read(&mut buf).await {
-                    Ok(0) => None,
-                    Ok(n) => Some((
-                        Ok(bytes::Bytes::copy_from_slice(&buf[..n])),
-                        (file, shown, buf),
-                    )),
-                    Err(e) => {
-                        let err = io_error(&shown, e);
-                        Some((Err(err), (file, shown, buf)))
-                    }
-                }
-            },
-        );
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, CHUNK)
+            .map(move |chunk| chunk.map_err(|e| io_error(&shown, e)));
         Ok(Body {
             meta,
             offset,

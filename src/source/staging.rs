@@ -8,7 +8,7 @@
 //! resume with `If-Range` on the bundle's ETag (its sha256) and redirects behave as
 //! for any HTTP URI; the secret goes only to the staging server's origin and only
 //! with the bundle it belongs to. The plan gives each bundle its real URL (see
-//! [`resource_url`]); this source knows which secret goes with which URL.
+//! [`api::resource_url`]); this source knows which secret goes with which URL.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,12 +20,6 @@ use url::Url;
 use super::http::HttpSource;
 use super::{Body, FaultKind, OpenRequest, Probe, Source, SourceError};
 use crate::stage::api;
-
-pub(crate) use crate::stage::api::{check_id, resource_url};
-/// The original secret mount and its keys (the staging wire contract's).
-pub(crate) use crate::stage::api::{
-    FILES_SECRET_KEY, JARS_SECRET_KEY, SECRET_MOUNT_PATH as DEFAULT_SECRET_DIR,
-};
 
 /// Reads a resource secret from its (mounted Secret) file: surrounding whitespace
 /// (a trailing newline) is dropped; registered for redaction.
