@@ -206,45 +206,8 @@ fn describe_credentials(out: &mut String, s: &Settings, plan: &Plan, sources: &S
             any = true;
         }
     }
-    for b in sources.s3_buckets() {
-        let _ = writeln!(
-            out,
-            "  s3 bucket        {}\n    credentials    {}\n    endpoint       {}\n    region         {}",
-            b.bucket, b.credentials, b.endpoint, b.region
-        );
-        any = true;
-    }
-    if let Some(dir) = sources.hadoop_conf_dir() {
-        let _ = writeln!(out, "  hadoop conf      {dir}");
-        any = true;
-    }
-    for c in sources.hdfs_clusters() {
-        let _ = writeln!(
-            out,
-            "  hdfs cluster     {}\n    namenodes      {}\n    auth           {}",
-            c.cluster, c.namenodes, c.auth
-        );
-        any = true;
-    }
-    if let (Some(base), Some(uri)) = (sources.staging().base(), &s.staging.uri) {
-        let _ = writeln!(
-            out,
-            "  staging server   {}  ({})",
-            crate::util::redact::redact_url(base.as_str()),
-            uri.origin
-        );
-        for ca in sources.staging().ca_files() {
-            let _ = writeln!(out, "    trusted CA     {}", ca.display());
-        }
-        for b in sources.staging().bundles() {
-            let _ = writeln!(
-                out,
-                "    {:<14} secret from {}  ({})",
-                b.shown.trim_start_matches("staging://"),
-                b.secret_file.display(),
-                b.secret_origin
-            );
-        }
+    for line in sources.describe() {
+        let _ = writeln!(out, "{line}");
         any = true;
     }
     if !any {

@@ -146,6 +146,7 @@ fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec
     let http = HttpSource::new(&config).map_err(|e| vec![config_message(&e.into())])?;
     let mut source = StagingSource::new(
         base.value.clone(),
+        base.origin.to_string(),
         settings
             .staging
             .ca_files

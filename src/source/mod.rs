@@ -120,6 +120,13 @@ pub(crate) trait Source: Send + Sync {
     fn parallel_ranges(&self) -> bool {
         false
     }
+
+    /// What this source picked for the plan, as `check` prints it under
+    /// "credentials": one line each (indented), names and origins, never values.
+    /// Nothing by default.
+    fn describe(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// One instance of every source, shared by all transfers (one connection pool per source).
@@ -148,24 +155,20 @@ impl Sources {
         }
     }
 
-    /// The staging server in use, its CA files and the secret file of each bundle (for `check`).
-    pub(crate) fn staging(&self) -> &staging::StagingSource {
-        &self.staging
-    }
-
-    /// The Hadoop configuration directory in use and where it was named (for `check`).
-    pub(crate) fn hadoop_conf_dir(&self) -> Option<String> {
-        self.hdfs.conf_dir()
-    }
-
-    /// The HDFS clusters in use and how each is reached (for `check`).
-    pub(crate) fn hdfs_clusters(&self) -> Vec<hdfs::ClusterInfo> {
-        self.hdfs.describe()
-    }
-
-    /// The S3 buckets in use and how each is configured (for `check`).
-    pub(crate) fn s3_buckets(&self) -> Vec<s3::BucketInfo> {
-        self.s3.describe()
+    /// What every source picked for the plan, as `check` prints it (see
+    /// [`Source::describe`]).
+    pub(crate) fn describe(&self) -> Vec<String> {
+        let sources: [&dyn Source; 5] = [
+            self.http.as_ref(),
+            self.file.as_ref(),
+            self.s3.as_ref(),
+            self.hdfs.as_ref(),
+            self.staging.as_ref(),
+        ];
+        sources
+            .iter()
+            .flat_map(|source| source.describe())
+            .collect()
     }
 
     /// The source serving `scheme`; `None` for `local://`, which is never fetched.

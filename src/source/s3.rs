@@ -20,14 +20,6 @@ pub(crate) use crate::s3::client::locate;
 use crate::s3::client::{build, classify, credentials, find_cause, root_cause, Bucket};
 use crate::s3::settings::S3Settings;
 
-/// What `check` prints about one bucket.
-pub(crate) struct BucketInfo {
-    pub bucket: String,
-    pub endpoint: String,
-    pub region: String,
-    pub credentials: String,
-}
-
 pub(crate) struct S3Source {
     buckets: BTreeMap<String, Bucket>,
 }
@@ -63,19 +55,6 @@ impl S3Source {
         } else {
             Err(problems)
         }
-    }
-
-    /// Every configured bucket, for `check`.
-    pub(crate) fn describe(&self) -> Vec<BucketInfo> {
-        self.buckets
-            .values()
-            .map(|b| BucketInfo {
-                bucket: b.config.bucket.clone(),
-                endpoint: b.config.shown_endpoint.clone(),
-                region: format!("{} ({})", b.config.region, b.config.region_origin),
-                credentials: b.config.credential_source.clone(),
-            })
-            .collect()
     }
 
     fn bucket(&self, uri: &Url) -> Result<(&Bucket, KeyPath), SourceError> {
@@ -138,6 +117,20 @@ impl Source for S3Source {
 
     fn parallel_ranges(&self) -> bool {
         true
+    }
+
+    /// Every configured bucket: its credentials, endpoint and region.
+    fn describe(&self) -> Vec<String> {
+        self.buckets
+            .values()
+            .map(|b| {
+                let c = &b.config;
+                format!(
+                    "  s3 bucket        {}\n    credentials    {}\n    endpoint       {}\n    region         {} ({})",
+                    c.bucket, c.credential_source, c.shown_endpoint, c.region, c.region_origin
+                )
+            })
+            .collect()
     }
 
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {

@@ -61,6 +61,8 @@ pub(crate) struct Bundle {
 #[derive(Default)]
 pub(crate) struct StagingSource {
     base: Option<Url>,
+    /// Who named the server (for `check`).
+    origin: String,
     by_url: HashMap<Url, (HttpSource, Bundle)>,
     ca_files: Vec<PathBuf>,
 }
@@ -68,9 +70,10 @@ pub(crate) struct StagingSource {
 impl StagingSource {
     /// A source for the server at `base` using `http` (a client trusting the staging
     /// CA files too).
-    pub(crate) fn new(base: Url, ca_files: Vec<PathBuf>) -> Self {
+    pub(crate) fn new(base: Url, origin: String, ca_files: Vec<PathBuf>) -> Self {
         StagingSource {
             base: Some(base),
+            origin,
             by_url: HashMap::new(),
             ca_files,
         }
@@ -91,23 +94,6 @@ impl StagingSource {
         let client = http.with_headers(vec![(api::HEADER_SECRET, secret)]);
         self.by_url.insert(url, (client, bundle));
         true
-    }
-
-    /// The server's base URL (when staging bundles are used).
-    pub(crate) fn base(&self) -> Option<&Url> {
-        self.base.as_ref()
-    }
-
-    /// Extra CA files trusted for the staging server.
-    pub(crate) fn ca_files(&self) -> &[PathBuf] {
-        &self.ca_files
-    }
-
-    /// Every bundle, for `check`.
-    pub(crate) fn bundles(&self) -> Vec<&Bundle> {
-        let mut bundles: Vec<&Bundle> = self.by_url.values().map(|(_, b)| b).collect();
-        bundles.sort_by(|a, b| a.shown.cmp(&b.shown));
-        bundles
     }
 
     fn client(&self, uri: &Url) -> Result<&(HttpSource, Bundle), SourceError> {
@@ -155,6 +141,32 @@ impl Source for StagingSource {
 
     fn parallel_ranges(&self) -> bool {
         true
+    }
+
+    /// The server, the CA files trusted for it, and each bundle's secret file.
+    fn describe(&self) -> Vec<String> {
+        let Some(base) = &self.base else {
+            return Vec::new();
+        };
+        let mut lines = vec![format!(
+            "  staging server   {}  ({})",
+            crate::util::redact::redact_url(base.as_str()),
+            self.origin
+        )];
+        for ca in &self.ca_files {
+            lines.push(format!("    trusted CA     {}", ca.display()));
+        }
+        let mut bundles: Vec<&Bundle> = self.by_url.values().map(|(_, b)| b).collect();
+        bundles.sort_by(|a, b| a.shown.cmp(&b.shown));
+        for bundle in bundles {
+            lines.push(format!(
+                "    {:<14} secret from {}  ({})",
+                bundle.shown.trim_start_matches("staging://"),
+                bundle.secret_file.display(),
+                bundle.secret_origin
+            ));
+        }
+        lines
     }
 }
 

@@ -83,13 +83,6 @@ struct Cluster {
     namenodes: Vec<(String, String)>,
 }
 
-/// What `check` prints about one cluster.
-pub(crate) struct ClusterInfo {
-    pub cluster: String,
-    pub namenodes: String,
-    pub auth: String,
-}
-
 #[derive(Default)]
 pub(crate) struct HdfsSource {
     clusters: BTreeMap<String, Cluster>,
@@ -261,31 +254,6 @@ impl HdfsSource {
         }
     }
 
-    /// The configuration directory used, with its origin.
-    pub(crate) fn conf_dir(&self) -> Option<String> {
-        self.conf_dir.clone()
-    }
-
-    /// Every cluster in use, for `check`.
-    pub(crate) fn describe(&self) -> Vec<ClusterInfo> {
-        self.clusters
-            .iter()
-            .map(|(key, c)| ClusterInfo {
-                cluster: key.clone(),
-                namenodes: if c.namenodes.is_empty() {
-                    "(a single NameNode)".to_owned()
-                } else {
-                    c.namenodes
-                        .iter()
-                        .map(|(id, addr)| format!("{id} {addr}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                },
-                auth: self.auth.clone(),
-            })
-            .collect()
-    }
-
     fn cluster(&self, uri: &Url) -> Result<(&Cluster, String), SourceError> {
         let c = self.clusters.get(&cluster_of(uri)).ok_or_else(|| {
             SourceError::new(
@@ -427,6 +395,32 @@ impl Source for HdfsSource {
 
     fn parallel_ranges(&self) -> bool {
         true
+    }
+
+    /// The Hadoop configuration directory used, and every cluster: its NameNodes
+    /// and how the client authenticates.
+    fn describe(&self) -> Vec<String> {
+        let conf_dir = self
+            .conf_dir
+            .iter()
+            .map(|dir| format!("  hadoop conf      {dir}"));
+        let clusters = self.clusters.iter().map(|(key, cluster)| {
+            let namenodes = if cluster.namenodes.is_empty() {
+                "(a single NameNode)".to_owned()
+            } else {
+                cluster
+                    .namenodes
+                    .iter()
+                    .map(|(id, addr)| format!("{id} {addr}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!(
+                "  hdfs cluster     {key}\n    namenodes      {namenodes}\n    auth           {}",
+                self.auth
+            )
+        });
+        conf_dir.chain(clusters).collect()
     }
 }
 
