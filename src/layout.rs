@@ -286,60 +286,39 @@ pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A temp file beside its final path; removed on drop unless published.
-pub(crate) struct TempFile {
-    path: PathBuf,
-    published: bool,
-}
+/// A temp file beside its final path (`.spark-localizer.<name>.<random>.partial`,
+/// created exclusively by the `tempfile` crate); removed on drop unless published.
+pub(crate) struct TempFile(tempfile::TempPath);
 
 impl TempFile {
-    /// Creates (truncating) a fresh temp file for `final_path`.
+    /// Creates a fresh temp file for `final_path`, readable and writable
+    /// (parallel ranges are hashed back from it), with the mode a plain create
+    /// would give (0666 less the umask: Spark may run as another user).
     pub(crate) fn create(final_path: &Path) -> std::io::Result<(TempFile, std::fs::File)> {
+        use std::os::unix::fs::PermissionsExt;
         let dir = final_path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         let name = final_path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(
-            "{RESERVED_PREFIX}.{name}.{}.{n}{PARTIAL_SUFFIX}",
-            std::process::id()
-        ));
-        // Readable too: parallel ranges are hashed back from the file.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        Ok((
-            TempFile {
-                path,
-                published: false,
-            },
-            file,
-        ))
+        let (file, path) = tempfile::Builder::new()
+            .prefix(&format!("{RESERVED_PREFIX}.{name}."))
+            .suffix(PARTIAL_SUFFIX)
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(dir)?
+            .into_parts();
+        Ok((TempFile(path), file))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
     }
 
     /// Renames the temp file onto `final_path` (atomic within the directory).
-    #[cfg(test)]
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub(crate) fn publish(mut self, final_path: &Path) -> std::io::Result<()> {
-        std::fs::rename(&self.path, final_path)?;
-        self.published = true;
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = std::fs::remove_file(&self.path);
-        }
+    pub(crate) fn publish(self, final_path: &Path) -> std::io::Result<()> {
+        self.0.persist(final_path).map_err(|e| e.error)
     }
 }
 

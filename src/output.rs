@@ -90,7 +90,7 @@ impl Report {
             .iter()
             .zip(outcomes)
             .map(|(a, o)| ReportEntry {
-                uri: a.shown.clone(),
+                uri: a.display_uri.clone(),
                 kind: a.kind,
                 destination: Some(a.visible().to_owned()),
                 status: o.status,

@@ -187,7 +187,11 @@ fn describe_credentials(out: &mut String, s: &Settings, plan: &Plan, sources: &S
     }
     for a in &plan.artifacts {
         if !a.uri.username().is_empty() || a.uri.password().is_some() {
-            let _ = writeln!(out, "  basic auth       from the userinfo of {}", a.shown);
+            let _ = writeln!(
+                out,
+                "  basic auth       from the userinfo of {}",
+                a.display_uri
+            );
             any = true;
         }
     }
@@ -236,7 +240,7 @@ fn describe_plan(out: &mut String, plan: &Plan) {
             "  {:>3}. {} {}\n       -> {dest}  ({}{pin})",
             i + 1,
             a.kind,
-            a.shown,
+            a.display_uri,
             a.origin
         );
     }
@@ -284,14 +288,16 @@ async fn probe_all(
         let a = &plan.artifacts[i];
         match result {
             Ok(line) => {
-                let _ = writeln!(out, "  ok    {}: {line}", a.shown);
+                let _ = writeln!(out, "  ok    {}: {line}", a.display_uri);
             }
             Err(why) => {
                 failed += 1;
                 let why = crate::util::redact::scrub(&why);
                 // Source errors already start with the URI.
-                let why = why.strip_prefix(&format!("{}: ", a.shown)).unwrap_or(&why);
-                let _ = writeln!(out, "  FAIL  {}: {why}", a.shown);
+                let why = why
+                    .strip_prefix(&format!("{}: ", a.display_uri))
+                    .unwrap_or(&why);
+                let _ = writeln!(out, "  FAIL  {}: {why}", a.display_uri);
             }
         }
     }

@@ -22,6 +22,7 @@ use crate::source::http::HttpSource;
 use crate::source::s3::S3Source;
 use crate::source::staging::{self, StagingSource};
 use crate::source::Sources;
+use crate::util::signal::Termination;
 
 /// Resolves settings, builds the plan and the sources: everything that can be
 /// wrong with the configuration is found here, before any network traffic, and
@@ -105,7 +106,7 @@ fn warn_about(plan: &Plan) {
             && a.scheme != crate::source::Scheme::Local
         {
             warn!(
-                uri = %a.shown,
+                uri = %a.display_uri,
                 "not a .zip, .jar, .tar, .tar.gz or .tgz archive: copied as is to {}, as Spark does",
                 a.visible().display()
             );
@@ -170,21 +171,21 @@ fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec
         match staging::read_secret(&secret.value) {
             Ok(value) => {
                 let bundle = staging::Bundle {
-                    shown: a.shown.clone(),
+                    display_uri: a.display_uri.clone(),
                     secret_file: secret.value.clone(),
                     secret_origin: secret.origin.to_string(),
                 };
                 if !source.add(&http, a.uri.clone(), value, bundle) {
                     problems.push(format!(
                         "invalid {}: {} is given both as a jars bundle and as a files bundle; a bundle is one or the other",
-                        a.origin, a.shown
+                        a.origin, a.display_uri
                     ));
                 }
             }
             Err(why) => problems.push(format!(
                 "invalid {}: the secret of {} (file from {}): {why}; mount the Secret key {key} there, or name the file with --staging-{}-secret-file",
                 a.origin,
-                a.shown,
+                a.display_uri,
                 secret.origin,
                 if a.kind == plan::Kind::Jar { "jars" } else { "files" }
             )),
@@ -309,11 +310,15 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
 /// reports, exit 7); a second one exits at once. Returns the stop signal.
 fn stop_on_signals() -> tokio::sync::watch::Receiver<bool> {
     let (stop, cancel) = tokio::sync::watch::channel(false);
+    // Installed now, before any work: a signal from here on is never fatal.
+    let Ok(mut handlers) = Termination::install() else {
+        return cancel;
+    };
     tokio::spawn(async move {
-        let signal = wait_for_signal().await;
+        let signal = handlers.recv().await;
         warn!("received {signal}: stopping transfers, removing partial files, writing the report");
         let _ = stop.send(true);
-        let again = wait_for_signal().await;
+        let again = handlers.recv().await;
         error!("received {again} again: exiting without cleaning up");
         std::process::exit(ExitCode::Interrupted.code());
     });
@@ -419,15 +424,6 @@ fn write_report(
             ),
             "every artifact was localized, but the report could not be written",
         );
-    }
-}
-
-/// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT; names the one that came.
-/// (Without signal handlers, no signal is ever seen.)
-async fn wait_for_signal() -> &'static str {
-    match crate::util::signal::terminated().await {
-        Ok(signal) => signal,
-        Err(_) => std::future::pending().await,
     }
 }
 

@@ -11,13 +11,13 @@ use crate::cli::{ServeArgs, UploadArgs};
 use crate::stage::server::{self, ServeErrorKind};
 use crate::stage::upload::{self, UploadErrorKind};
 use crate::util::redact::error_chain;
-use crate::util::signal;
+use crate::util::signal::Termination;
 
 /// Runs the staging server until SIGTERM or SIGINT; [`ExitCode::Ok`] after a clean
 /// stop, [`ExitCode::Config`] for flags that cannot work, [`ExitCode::LocalIo`] for
 /// a store that cannot be used.
 pub(crate) async fn serve(args: &ServeArgs) -> ExitCode {
-    match server::serve(args, stop_requested()).await {
+    match server::serve(args, stop_requested(Termination::install())).await {
         Ok(()) => ExitCode::Ok,
         Err(e) => {
             error!("{}", error_chain(&e));
@@ -55,10 +55,10 @@ pub(crate) async fn upload(args: &UploadArgs) -> ExitCode {
 }
 
 /// Completes with the signal's name when the server is asked to stop; never when
-/// the handlers cannot be installed.
-async fn stop_requested() -> &'static str {
-    match signal::terminated().await {
-        Ok(name) => name,
+/// the handlers could not be installed.
+async fn stop_requested(handlers: std::io::Result<Termination>) -> &'static str {
+    match handlers {
+        Ok(mut handlers) => handlers.recv().await,
         Err(_) => {
             warn!("cannot install signal handlers; stop the server with SIGKILL");
             std::future::pending().await

@@ -113,16 +113,16 @@ impl RunState<'_> {
         let into = artifact.visible().display();
         match published {
             Ok(Ok(unpack::Published::Unpacked { entries, bytes })) => {
-                info!(uri = %artifact.shown, "unpacked {entries} entries ({bytes} bytes) into {into}");
+                info!(uri = %artifact.display_uri, "unpacked {entries} entries ({bytes} bytes) into {into}");
             }
             Ok(Ok(unpack::Published::Kept)) => {
-                debug!(uri = %artifact.shown, "{into} is already unpacked from this archive");
+                debug!(uri = %artifact.display_uri, "{into} is already unpacked from this archive");
             }
             Ok(Err(failure)) => fail(&mut self.outcomes[i], failure.kind, failure.message),
             Err(e) => fail(
                 &mut self.outcomes[i],
                 FailureKind::Internal,
-                format!("{}: unpacking failed: {e}", artifact.shown),
+                format!("{}: unpacking failed: {e}", artifact.display_uri),
             ),
         }
     }
@@ -156,7 +156,7 @@ fn claims(plan: &Plan) -> Claims {
         .collect();
     for a in &plan.artifacts {
         if !a.is_bundle() && matches!(a.target, Target::Fetch { .. }) {
-            claims.insert(resolved(a.claimed()), a.shown.clone());
+            claims.insert(resolved(a.claimed()), a.display_uri.clone());
         }
     }
     claims

@@ -72,7 +72,7 @@ pub(crate) fn publish_bundle(
             bundle.claim_all(&marker.entries, claims);
             return Ok(Published::Kept);
         }
-        tracing::debug!(uri = %artifact.shown, "files of the bundle changed since it was published; publishing them again");
+        tracing::debug!(uri = %artifact.display_uri, "files of the bundle changed since it was published; publishing them again");
     }
     let temp = layout::temp_beside(&dir.join(&artifact.name), layout::UNPACK_SUFFIX);
     std::fs::create_dir(&temp).map_err(|e| bundle.local("create a temp directory in", e))?;
@@ -114,7 +114,7 @@ impl Bundle<'_> {
                 kind: FailureKind::Integrity,
                 message: format!(
                     "{}: the bundle holds {name}, which {who} also puts at {}; rename one of them",
-                    self.artifact.shown,
+                    self.artifact.display_uri,
                     self.dir.join(name).display()
                 ),
             }),
@@ -124,7 +124,10 @@ impl Bundle<'_> {
 
     fn claim_all(&self, entries: &[BundleEntry], claims: &mut Claims) {
         for entry in entries {
-            claims.insert(self.real_dir.join(&entry.name), self.artifact.shown.clone());
+            claims.insert(
+                self.real_dir.join(&entry.name),
+                self.artifact.display_uri.clone(),
+            );
         }
     }
 
@@ -146,7 +149,7 @@ impl Bundle<'_> {
             kind: FailureKind::Integrity,
             message: format!(
                 "{}: bundle refused, nothing of it was published: entry '{}' {what}; a staging bundle holds regular files at its top level only (as stage upload makes it)",
-                self.artifact.shown,
+                self.artifact.display_uri,
                 entry.escape_debug()
             ),
         }

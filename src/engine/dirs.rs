@@ -123,7 +123,7 @@ impl RunState<'_> {
             if matches!(&artifact.target, Target::Fetch { real_dir, .. } if real_dir == dir) {
                 self.outcomes[i] = Some(Outcome::failed(
                     kind,
-                    format!("{}: {message}", artifact.shown),
+                    format!("{}: {message}", artifact.display_uri),
                 ));
             }
         }

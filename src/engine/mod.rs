@@ -155,13 +155,13 @@ impl Stop {
                 FailureKind::Deadline,
                 format!(
                     "{}: deadline of {} passed before it was localized; raise --deadline (or spark.kubernetes.mountdependencies.mountTimeout)",
-                    a.shown,
+                    a.display_uri,
                     format_duration(opts.deadline_len)
                 ),
             ),
             Stop::Interrupted => Outcome::failed(
                 FailureKind::Interrupted,
-                format!("{}: interrupted by a signal before it was localized", a.shown),
+                format!("{}: interrupted by a signal before it was localized", a.display_uri),
             ),
         }
     }

@@ -137,7 +137,7 @@ pub(super) async fn fetch(
     });
     let total = shared.parts.len();
     debug!(
-        uri = %a.shown,
+        uri = %a.display_uri,
         "fetching {size} bytes in {total} ranges over {streams} connections"
     );
 
@@ -291,7 +291,7 @@ async fn part(
             FaultKind::Transient,
             format!(
                 "{}: no data for {} (stall timeout)",
-                s.a.shown,
+                s.a.display_uri,
                 format_duration(s.opts.stall_timeout)
             ),
         )
@@ -343,7 +343,7 @@ async fn part(
                     FaultKind::Transient,
                     format!(
                         "{}: the range {}-{} ended at byte {pos}",
-                        s.a.shown,
+                        s.a.display_uri,
                         range.start,
                         range.end - 1
                     ),
@@ -361,7 +361,7 @@ async fn part(
                     FaultKind::Transient,
                     format!(
                         "{}: a range request was not answered with that range of the same version (the object changed, or the server ignores ranges); starting over as one stream",
-                        s.a.shown
+                        s.a.display_uri
                     ),
                 )))
             }
@@ -370,7 +370,7 @@ async fn part(
                     return Err(Failure::Source(e));
                 };
                 warn!(
-                    uri = %s.a.shown,
+                    uri = %s.a.display_uri,
                     "range {}-{}: attempt {attempts}/{} failed: {}; retrying in {}, resuming at byte {pos}",
                     range.start,
                     range.end - 1,

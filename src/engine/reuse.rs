@@ -39,7 +39,7 @@ impl RunState<'_> {
             match kept {
                 Some(kept) => {
                     let artifact = &self.plan.artifacts[i];
-                    info!(uri = %artifact.shown, "kept {} from an earlier run (verified)", artifact.name);
+                    info!(uri = %artifact.display_uri, "kept {} from an earlier run (verified)", artifact.name);
                     self.outcomes[i] = Some(kept);
                 }
                 None => todo.push(i),
@@ -74,7 +74,7 @@ fn verify_existing(a: &Artifact, fsync: bool) -> Option<Outcome> {
         (None, None) => false,
     };
     if !good {
-        debug!(uri = %a.shown, "{} exists but does not verify; fetching it again", path.display());
+        debug!(uri = %a.display_uri, "{} exists but does not verify; fetching it again", path.display());
         layout::remove_record(dir, &a.name);
         let _ = std::fs::remove_file(path);
         return None;

@@ -72,7 +72,7 @@ impl RunState<'_> {
         let results = futures_util::stream::iter(todo)
             .map(|i| {
                 let artifact = self.plan.artifacts[i].clone();
-                let shown = artifact.shown.clone();
+                let shown = artifact.display_uri.clone();
                 let task = tokio::spawn(transfer_task(
                     i,
                     artifact,

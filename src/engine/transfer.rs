@@ -176,7 +176,7 @@ fn local_error(artifact: &Artifact, e: std::io::Error, what: &str) -> Failure {
         kind: FailureKind::LocalIo,
         message: format!(
             "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
-            artifact.shown,
+            artifact.display_uri,
             artifact.target.path().display()
         ),
     }
@@ -224,7 +224,7 @@ async fn attempt_until_done(
         let described = error.describe();
         *trace.last_error.lock().expect("lock") = Some(described.clone());
         warn!(
-            uri = %artifact.shown,
+            uri = %artifact.display_uri,
             "attempt {attempts}/{} failed: {described}; retrying in {}{}",
             opts.retry.attempts(),
             format_duration(delay),
@@ -273,9 +273,9 @@ fn finish(
     let record = new_record(artifact, transfer.written, &hex_digest);
     if let Err(e) = layout::write_record(dir, &artifact.name, &record, opts.fsync) {
         // The file is correct; only a restart will fetch it again.
-        warn!(uri = %artifact.shown, "cannot write the state record for {}: {e}", path.display());
+        warn!(uri = %artifact.display_uri, "cannot write the state record for {}: {e}", path.display());
     }
-    debug!(uri = %artifact.shown, bytes = transfer.written, sha256 = %hex_digest, "published {}", path.display());
+    debug!(uri = %artifact.display_uri, bytes = transfer.written, sha256 = %hex_digest, "published {}", path.display());
     Ok(Outcome {
         status: if artifact.scheme == Scheme::File {
             Status::Copied
@@ -302,7 +302,7 @@ fn check_digest(
                 kind: FailureKind::Integrity,
                 message: format!(
                     "{}: sha256 mismatch: expected {}, got {hex_digest}; the file was not published (check the pin in --checksums or the artifact)",
-                    artifact.shown,
+                    artifact.display_uri,
                     hex::encode(pin)
                 ),
             });
@@ -314,7 +314,7 @@ fn check_digest(
                 kind: FailureKind::Integrity,
                 message: format!(
                     "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
-                    artifact.shown
+                    artifact.display_uri
                 ),
             });
         }
@@ -350,7 +350,7 @@ fn stalled(artifact: &Artifact, opts: &Options) -> SourceError {
         FaultKind::Transient,
         format!(
             "{}: no data for {} (stall timeout)",
-            artifact.shown,
+            artifact.display_uri,
             format_duration(opts.stall_timeout)
         ),
     )
@@ -394,7 +394,7 @@ async fn open(
             FaultKind::Transient,
             format!(
                 "{}: the resumed range does not continue what was received (the object changed?); starting over",
-                artifact.shown
+                artifact.display_uri
             ),
         )
         .into());
@@ -514,7 +514,7 @@ async fn stream_body(
             FaultKind::Transient,
             format!(
                 "{}: body ended after {} of {expected} bytes",
-                artifact.shown, transfer.written
+                artifact.display_uri, transfer.written
             ),
         )
         .into()),
@@ -524,7 +524,7 @@ async fn stream_body(
                 FaultKind::Integrity,
                 format!(
                     "{}: received {} bytes, more than the announced {expected}",
-                    artifact.shown, transfer.written
+                    artifact.display_uri, transfer.written
                 ),
             )
             .into())

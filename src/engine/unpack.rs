@@ -79,7 +79,7 @@ pub(super) fn local_failure(a: &Artifact, what: &str, place: &Path, e: std::io::
         kind: FailureKind::LocalIo,
         message: format!(
             "{}: cannot {what} {}: {e}; check free space and permissions of the volume",
-            a.shown,
+            a.display_uri,
             place.display()
         ),
     }
@@ -94,7 +94,7 @@ pub(super) fn refused(a: &Artifact, e: ArchiveError) -> Failure {
             kind: FailureKind::Integrity,
             message: format!(
                 "{}: archive refused, nothing of it was unpacked: {message}",
-                a.shown
+                a.display_uri
             ),
         }
     } else {
@@ -102,7 +102,7 @@ pub(super) fn refused(a: &Artifact, e: ArchiveError) -> Failure {
             kind: FailureKind::LocalIo,
             message: format!(
                 "{}: cannot unpack the archive: {message}; check free space and permissions of the volume",
-                a.shown
+                a.display_uri
             ),
         }
     }

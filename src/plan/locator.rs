@@ -14,7 +14,7 @@ pub(super) struct Located {
     /// The URL without its fragment (userinfo kept for the source to use).
     pub uri: Url,
     /// The URI as it may be shown: secrets redacted.
-    pub shown: String,
+    pub display_uri: String,
     /// The `#alias`, percent-decoded.
     pub alias: Option<String>,
 }
@@ -43,7 +43,7 @@ impl Located {
         Ok(Located {
             scheme,
             uri,
-            shown,
+            display_uri: shown,
             alias,
         })
     }
@@ -51,7 +51,7 @@ impl Located {
     /// Each scheme's own rules: a host for http(s), a bucket and key for S3, a
     /// cluster for HDFS, no remote host for `file://`.
     pub(super) fn check_scheme(&self) -> Result<(), String> {
-        let (uri, shown) = (&self.uri, &self.shown);
+        let (uri, shown) = (&self.uri, &self.display_uri);
         match self.scheme {
             Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
                 Err(format!("{shown} has no host"))

@@ -59,7 +59,7 @@ pub(crate) struct Artifact {
     /// The URI to fetch (fragment removed; userinfo kept for the source to use).
     pub uri: Url,
     /// The URI as it may be shown: secrets redacted.
-    pub shown: String,
+    pub display_uri: String,
     pub scheme: Scheme,
     /// Destination file name (`#alias` or the last path segment).
     pub name: String,
@@ -98,7 +98,7 @@ impl Artifact {
     /// a staging bundle its `staging://<id>`, whatever the server's address, so a
     /// bundle kept from an earlier run is kept when the server is reached otherwise.
     pub(crate) fn record_key(&self) -> String {
-        match Url::parse(&self.shown) {
+        match Url::parse(&self.display_uri) {
             Ok(id) if self.is_bundle() => crate::layout::uri_digest(&id),
             _ => crate::layout::uri_digest(&self.uri),
         }
@@ -262,7 +262,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             problems.push(format!(
                 "invalid {}: {} would overwrite {}, the file named by {flag}; give the artifact another name with #alias or point {flag} elsewhere",
                 a.origin,
-                a.shown,
+                a.display_uri,
                 path.display()
             ));
         }
@@ -270,10 +270,10 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             problems.push(format!(
                 "invalid {}: {} and {} both go to {}; give one a different name with #alias (e.g. {}#other-{})",
                 a.origin,
-                first.shown,
-                a.shown,
+                first.display_uri,
+                a.display_uri,
                 path.display(),
-                a.shown.split('#').next().unwrap_or(&a.shown),
+                a.display_uri.split('#').next().unwrap_or(&a.display_uri),
                 a.name
             ));
         } else {
@@ -385,7 +385,7 @@ fn artifact(
     Ok(Artifact {
         kind,
         uri: located.uri,
-        shown: located.shown,
+        display_uri: located.display_uri,
         scheme: located.scheme,
         name,
         target,
@@ -398,7 +398,7 @@ fn artifact(
 /// The destination file name (the `#alias`, else the last path segment) and the
 /// last path segment, checked.
 fn destination_name(kind: Kind, located: &Located) -> Result<(String, String), String> {
-    let shown = &located.shown;
+    let shown = &located.display_uri;
     let path = located.uri.path();
     if path.ends_with('/') {
         return Err(format!(
@@ -434,7 +434,7 @@ fn destination_name(kind: Kind, located: &Located) -> Result<(String, String), S
 
 /// `local:///absolute/path`: already in the image, listed in place.
 fn local_target(kind: Kind, located: &Located) -> Result<Target, String> {
-    let shown = &located.shown;
+    let shown = &located.display_uri;
     let uri = &located.uri;
     let path = percent_encoding::percent_decode_str(uri.path())
         .decode_utf8_lossy()
@@ -495,7 +495,10 @@ fn bundle(
 ) -> Result<Artifact, String> {
     use crate::stage::api::{check_id, resource_url};
     let Located {
-        uri, shown, alias, ..
+        uri,
+        display_uri: shown,
+        alias,
+        ..
     } = located;
     if kind == Kind::Archive {
         return Err(format!(
@@ -525,7 +528,7 @@ fn bundle(
     Ok(Artifact {
         kind,
         uri: resource_url(base, id),
-        shown: format!("staging://{id}"),
+        display_uri: format!("staging://{id}"),
         scheme: Scheme::Staging,
         target: Target::Fetch {
             path: crate::layout::archive_path(dir, &name),

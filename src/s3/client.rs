@@ -294,7 +294,7 @@ pub(crate) fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> Sourc
     let text = crate::util::redact::error_chain(&err);
     let failure = S3Failure {
         bucket: b,
-        shown: crate::util::redact::redact_url(uri.as_str()),
+        display_uri: crate::util::redact::redact_url(uri.as_str()),
         code: s3_code(&text).map(str::to_owned),
         status: status_of(&text),
         text,
@@ -313,7 +313,7 @@ pub(crate) fn classify(b: &Bucket, uri: &Url, err: object_store::Error) -> Sourc
 /// text, the bucket it was met on.
 struct S3Failure<'a> {
     bucket: &'a Bucket,
-    shown: String,
+    display_uri: String,
     text: String,
     code: Option<String>,
     status: Option<u16>,
@@ -335,7 +335,7 @@ impl S3Failure<'_> {
     fn secret_dir(&self) -> Option<SourceError> {
         let e = find_cause::<secret_dir::SecretDirError>(self.err)?;
         Some(
-            SourceError::new(FaultKind::Auth, format!("{}: {e}", self.shown)).with_hint(
+            SourceError::new(FaultKind::Auth, format!("{}: {e}", self.display_uri)).with_hint(
                 "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
             ),
         )
@@ -349,7 +349,7 @@ impl S3Failure<'_> {
             return None;
         }
         let (shown, bucket, endpoint) = (
-            &self.shown,
+            &self.display_uri,
             &self.bucket.config.bucket,
             &self.bucket.config.shown_endpoint,
         );
@@ -396,7 +396,7 @@ impl S3Failure<'_> {
             .unwrap_or_default();
         let message = format!(
             "{}: {what}{code}; credentials from {}",
-            self.shown, self.bucket.config.credential_source
+            self.display_uri, self.bucket.config.credential_source
         );
         Some(
             self.cause(FaultKind::Auth, message).with_hint(
@@ -418,7 +418,7 @@ impl S3Failure<'_> {
         let config = &self.bucket.config;
         let message = format!(
             "{}: bucket '{}' is not in region '{}' or not at {}: {}",
-            self.shown,
+            self.display_uri,
             config.bucket,
             config.region,
             config.shown_endpoint,
@@ -437,7 +437,7 @@ impl S3Failure<'_> {
         if crate::net::has_tls_cause(http) {
             let message = format!(
                 "{}: TLS failure talking to {endpoint}: {}",
-                self.shown, self.text
+                self.display_uri, self.text
             );
             return Some(
                 self.cause(FaultKind::Tls, message)
@@ -448,7 +448,7 @@ impl S3Failure<'_> {
             FaultKind::Transient,
             format!(
                 "{}: {} {endpoint}: {}",
-                self.shown,
+                self.display_uri,
                 transport_kind(http),
                 root_cause(http)
             ),
@@ -467,13 +467,13 @@ impl S3Failure<'_> {
         match self.status {
             Some(s) if s >= 500 || s == 408 || s == 429 => self.cause(
                 FaultKind::Transient,
-                format!("{}: {}", self.shown, detail(&self.text)),
+                format!("{}: {}", self.display_uri, detail(&self.text)),
             ),
             _ => self.cause(
                 FaultKind::Refused,
                 format!(
                     "{}: {}{}",
-                    self.shown,
+                    self.display_uri,
                     detail(&self.text),
                     self.code
                         .as_deref()

@@ -51,7 +51,7 @@ pub(crate) fn read_secret(path: &Path) -> Result<HeaderValue, String> {
 #[derive(Debug, Clone)]
 pub(crate) struct Bundle {
     /// `staging://<id>`, as declared.
-    pub shown: String,
+    pub display_uri: String,
     /// Where its secret was read from, and who named that file.
     pub secret_file: PathBuf,
     pub secret_origin: String,
@@ -123,7 +123,7 @@ fn explain(bundle: &Bundle, mut e: SourceError) -> SourceError {
     if !hint.is_empty() {
         e.hint = None;
     }
-    e.message = format!("{}: {}{hint}", bundle.shown, e.message);
+    e.message = format!("{}: {}{hint}", bundle.display_uri, e.message);
     e
 }
 
@@ -157,11 +157,11 @@ impl Source for StagingSource {
             lines.push(format!("    trusted CA     {}", ca.display()));
         }
         let mut bundles: Vec<&Bundle> = self.by_url.values().map(|(_, b)| b).collect();
-        bundles.sort_by(|a, b| a.shown.cmp(&b.shown));
+        bundles.sort_by(|a, b| a.display_uri.cmp(&b.display_uri));
         for bundle in bundles {
             lines.push(format!(
                 "    {:<14} secret from {}  ({})",
-                bundle.shown.trim_start_matches("staging://"),
+                bundle.display_uri.trim_start_matches("staging://"),
                 bundle.secret_file.display(),
                 bundle.secret_origin
             ));

@@ -1,15 +1,30 @@
 //! Waiting for the process to be asked to stop. Only the command layer calls this;
 //! library code is handed a future instead.
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
-/// Waits for SIGTERM (the kubelet stopping the pod) or SIGINT and names the one that
-/// came. An error means the handlers could not be installed: no signal will be seen.
-pub(crate) async fn terminated() -> std::io::Result<&'static str> {
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+/// SIGTERM (the kubelet stopping the pod) and SIGINT handlers, installed when this
+/// is made: a signal that comes before anyone waits is neither lost nor fatal.
+pub(crate) struct Termination {
+    term: Signal,
+    int: Signal,
+}
+
+impl Termination {
+    /// Installs the handlers (from inside the runtime). An error means they could
+    /// not be installed: no signal will be seen.
+    pub(crate) fn install() -> std::io::Result<Termination> {
+        Ok(Termination {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Waits for the next SIGTERM or SIGINT and names the one that came.
+    pub(crate) async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }

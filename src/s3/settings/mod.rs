@@ -220,7 +220,7 @@ impl S3Settings {
         Ok(BucketConfig {
             bucket: bucket.to_owned(),
             endpoint: addressing.endpoint,
-            shown_endpoint: addressing.shown,
+            shown_endpoint: addressing.display,
             region,
             region_origin,
             virtual_hosted: !path_style,
@@ -319,7 +319,7 @@ impl S3Settings {
 /// shows it, and whether it is plain http.
 struct Addressing {
     endpoint: Option<String>,
-    shown: String,
+    display: String,
     allow_http: bool,
 }
 
@@ -335,7 +335,7 @@ fn addressing(
     let Some((url, origin)) = endpoint else {
         return Addressing {
             endpoint: None,
-            shown: if path_style {
+            display: if path_style {
                 format!("https://s3.{region}.amazonaws.com (AWS, path-style)")
             } else {
                 format!("https://{bucket}.s3.{region}.amazonaws.com (AWS)")
@@ -356,7 +356,7 @@ fn addressing(
         }
         u.as_str().trim_end_matches('/').to_owned()
     };
-    let shown = format!(
+    let display = format!(
         "{} ({}, {origin})",
         if path_style { &base } else { &store_endpoint },
         if path_style {
@@ -367,7 +367,7 @@ fn addressing(
     );
     Addressing {
         endpoint: Some(store_endpoint),
-        shown,
+        display,
         allow_http: url.scheme() == "http",
     }
 }
