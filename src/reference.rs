@@ -94,19 +94,10 @@ fn visible_args(command: &clap::Command) -> impl Iterator<Item = &clap::Arg> {
         .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
 }
 
-/// `docs/reference/cli.md`.
-fn cli_page() -> String {
-    let mut page = String::from(
-        "# Command-line reference\n\n\
-         Generated from the code (`src/cli.rs`) by `src/reference.rs`; do not edit: run\n\
-         `SPARK_LOCALIZER_UPDATE_REFERENCE=1 cargo test --lib reference`. Every flag has an\n\
-         environment twin; a flag beats its twin, which beats the properties file\n\
-         ([contract](../contract.md)).\n",
-    );
-    let top = built();
-    let _ = writeln!(page, "\n## Global flags\n");
+/// One row per visible flag of `command`: spelling, env twin, default, help.
+fn flag_table(page: &mut String, command: &clap::Command) {
     page.push_str("| flag | env | default | what |\n|---|---|---|---|\n");
-    for arg in visible_args(&top) {
+    for arg in visible_args(command) {
         let _ = writeln!(
             page,
             "| `{}` | {} | {} | {} |",
@@ -118,25 +109,26 @@ fn cli_page() -> String {
             one_line(arg.get_help()),
         );
     }
+}
+
+/// `docs/reference/cli.md`.
+fn cli_page() -> String {
+    let mut page = String::from(
+        "# Command-line reference\n\n\
+         Generated from the code (`src/cli.rs`) by `src/reference.rs`; do not edit: run\n\
+         `SPARK_LOCALIZER_UPDATE_REFERENCE=1 cargo test --lib reference`. Every flag has an\n\
+         environment twin; a flag beats its twin, which beats the properties file\n\
+         ([contract](../contract.md)).\n",
+    );
+    let _ = writeln!(page, "\n## Global flags\n");
+    flag_table(&mut page, &built());
     for (path, command) in leaf_commands() {
         let _ = writeln!(
             page,
             "\n## `spark-localizer {path}`\n\n{}\n",
             one_line(command.get_about())
         );
-        page.push_str("| flag | env | default | what |\n|---|---|---|---|\n");
-        for arg in visible_args(&command) {
-            let _ = writeln!(
-                page,
-                "| `{}` | {} | {} | {} |",
-                flag_spelling(arg),
-                arg.get_env()
-                    .map(|e| format!("`{}`", e.to_string_lossy()))
-                    .unwrap_or_default(),
-                defaults(arg),
-                one_line(arg.get_help()),
-            );
-        }
+        flag_table(&mut page, &command);
     }
     page
 }

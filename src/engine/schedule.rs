@@ -111,13 +111,13 @@ async fn transfer_task(
     size: Option<u64>,
 ) -> Outcome {
     let started = Instant::now();
-    let trace = transfer::SoFar::default();
-    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, size, &trace);
+    let so_far = transfer::SoFar::default();
+    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, size, &so_far);
     let outcome = tokio::select! {
         biased;
-        () = cancelled(&opts.cancel) => trace.failed(Stop::Interrupted.outcome(&artifact, &opts)),
+        () = cancelled(&opts.cancel) => so_far.failed(Stop::Interrupted.outcome(&artifact, &opts)),
         done = timeout_at(opts.deadline, work) => {
-            done.unwrap_or_else(|_| trace.failed(Stop::Deadline.outcome(&artifact, &opts)))
+            done.unwrap_or_else(|_| so_far.failed(Stop::Deadline.outcome(&artifact, &opts)))
         }
     };
     reporter.finish(index);

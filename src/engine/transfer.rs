@@ -132,7 +132,7 @@ pub(super) async fn fetch_one(
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
     size: Option<u64>,
-    trace: &SoFar,
+    so_far: &SoFar,
 ) -> Outcome {
     let Target::Fetch { path, .. } = &artifact.target else {
         return Outcome::new(Status::Local);
@@ -157,12 +157,20 @@ pub(super) async fn fetch_one(
         probed: size,
         one_stream: false,
     };
-    let attempts =
-        match attempt_until_done(id, artifact, &source, opts, reporter, &mut transfer, trace).await
-        {
-            Ok(attempts) => attempts,
-            Err(outcome) => return outcome,
-        };
+    let attempts = match attempt_until_done(
+        id,
+        artifact,
+        &source,
+        opts,
+        reporter,
+        &mut transfer,
+        so_far,
+    )
+    .await
+    {
+        Ok(attempts) => attempts,
+        Err(outcome) => return outcome,
+    };
     let finished = finish(artifact, opts, transfer, temp);
     Outcome {
         attempts,
@@ -191,12 +199,12 @@ async fn attempt_until_done(
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
     transfer: &mut Transfer,
-    trace: &SoFar,
+    so_far: &SoFar,
 ) -> Result<u32, Outcome> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        trace.attempts.store(attempts, Ordering::Relaxed);
+        so_far.attempts.store(attempts, Ordering::Relaxed);
         let error = match attempt(id, artifact, source, opts, reporter, transfer).await {
             Ok(()) => return Ok(attempts),
             Err(AttemptError::Local(e)) => {
@@ -222,7 +230,7 @@ async fn attempt_until_done(
             });
         };
         let described = error.describe();
-        *trace.last_error.lock().expect("lock") = Some(described.clone());
+        *so_far.last_error.lock().expect("lock") = Some(described.clone());
         warn!(
             uri = %artifact.display_uri,
             "attempt {attempts}/{} failed: {described}; retrying in {}{}",
