@@ -33,11 +33,13 @@ pub(crate) fn prepare(
 ) -> Result<(Settings, Plan, Sources), Problems> {
     let mut problems = Problems::default();
     let settings = Settings::resolve(args, origins, &mut problems);
+    // An invalid input hides nothing else: the sources are configured for the
+    // valid ones, so their problems are reported in this run too.
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
         for problem in e.problems {
             problems.push_message(problem);
         }
-        Plan::default()
+        e.partial
     });
     let sources = build_sources(&settings, &plan, &mut problems);
     match sources {

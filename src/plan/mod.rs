@@ -140,10 +140,13 @@ pub(crate) struct Plan {
     pub reserved: Vec<(PathBuf, &'static str)>,
 }
 
-/// Every problem found in the declared inputs.
+/// Every problem found in the declared inputs, and the plan of the inputs that
+/// are valid (so that the sources can still be configured for them, and their
+/// problems reported in the same run).
 #[derive(Debug)]
 pub(crate) struct PlanError {
     pub problems: Vec<String>,
+    pub partial: Plan,
 }
 
 impl fmt::Display for PlanError {
@@ -280,29 +283,33 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             seen.insert(real, a);
         }
     }
-    if problems.is_empty() {
-        let mut dirs = vec![settings.jars_dir.value.clone()];
-        if settings.files_dir.value != settings.jars_dir.value {
-            dirs.push(settings.files_dir.value.clone());
-        }
-        let unused_pins = settings
-            .checksums
+    let mut dirs = vec![settings.jars_dir.value.clone()];
+    if settings.files_dir.value != settings.jars_dir.value {
+        dirs.push(settings.files_dir.value.clone());
+    }
+    let unused_pins = settings
+        .checksums
+        .iter()
+        .flat_map(|pins| pins.value.keys())
+        .filter(|key| !matched_pins.contains(*key))
+        .map(str::to_owned)
+        .collect();
+    let plan = Plan {
+        reserved: reserved
             .iter()
-            .flat_map(|pins| pins.value.keys())
-            .filter(|key| !matched_pins.contains(*key))
-            .map(str::to_owned)
-            .collect();
-        Ok(Plan {
-            reserved: reserved
-                .iter()
-                .map(|(real, _, flag)| (real.clone(), *flag))
-                .collect(),
-            artifacts,
-            dirs,
-            unused_pins,
-        })
+            .map(|(real, _, flag)| (real.clone(), *flag))
+            .collect(),
+        artifacts,
+        dirs,
+        unused_pins,
+    };
+    if problems.is_empty() {
+        Ok(plan)
     } else {
-        Err(PlanError { problems })
+        Err(PlanError {
+            problems,
+            partial: plan,
+        })
     }
 }
 

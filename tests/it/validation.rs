@@ -406,3 +406,34 @@ fn a_fifo_for_any_input_file_is_refused_at_once_not_waited_on() {
         assert!(run.stderr.contains("not a regular file"), "{run}");
     }
 }
+
+/// An invalid URI hides nothing else (issue 15): the sources are still configured
+/// for the valid ones, so a half S3A key pair and a malformed `core-site.xml` are
+/// reported in the same run as the unsupported scheme.
+#[test]
+fn an_invalid_uri_does_not_hide_the_sources_problems() {
+    let sb = Sandbox::new();
+    let props = sb.write(
+        "spark.conf",
+        "spark.hadoop.fs.s3a.access.key=AKIDEXAMPLE\n",
+    );
+    let conf = sb.root.join("hadoop-conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("core-site.xml"), "<configuration><property>").unwrap();
+    rejected_in(
+        &sb,
+        &[
+            "--jars",
+            "ftp://x/a.jar,s3://bucket/k.jar,hdfs://nn:8020/k.jar",
+            "--properties-file",
+            &s(&props),
+            "--hadoop-conf-dir",
+            &s(&conf),
+        ],
+        &[
+            "unsupported scheme 'ftp'",
+            "no secret.key is",
+            "core-site.xml is not usable XML",
+        ],
+    );
+}
