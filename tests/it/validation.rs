@@ -413,10 +413,7 @@ fn a_fifo_for_any_input_file_is_refused_at_once_not_waited_on() {
 #[test]
 fn an_invalid_uri_does_not_hide_the_sources_problems() {
     let sb = Sandbox::new();
-    let props = sb.write(
-        "spark.conf",
-        "spark.hadoop.fs.s3a.access.key=AKIDEXAMPLE\n",
-    );
+    let props = sb.write("spark.conf", "spark.hadoop.fs.s3a.access.key=AKIDEXAMPLE\n");
     let conf = sb.root.join("hadoop-conf");
     std::fs::create_dir_all(&conf).unwrap();
     std::fs::write(conf.join("core-site.xml"), "<configuration><property>").unwrap();

@@ -175,6 +175,12 @@ impl S3Settings {
             ));
         };
         match crate::util::fs::read_config_text(Path::new(token_file)) {
+            Ok(token) if token.trim().is_empty() => {
+                return Err(format!(
+                    "{}={token_file}: the token file is empty; the projected service-account token belongs there (check the pod's service account and its eks.amazonaws.com/role-arn annotation)",
+                    aws::WEB_IDENTITY_TOKEN_FILE
+                ))
+            }
             // The token is a bearer credential: never in any output.
             Ok(token) => crate::util::redact::register_secret(token.trim()),
             Err(e) => {

@@ -465,6 +465,7 @@ mod tests {
     #[test]
     fn env_then_web_identity_then_instance() {
         let token = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(token.path(), "eyJ.token\n").unwrap();
         let token = token.path().to_str().unwrap();
         let s = settings(
             "",
@@ -570,7 +571,10 @@ mod tests {
     #[test]
     fn hostile_values_are_configuration_errors() {
         let token = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(token.path(), "eyJ.token\n").unwrap();
         let token = token.path().to_str().unwrap();
+        let empty = tempfile::NamedTempFile::new().unwrap();
+        let empty = empty.path().to_str().unwrap();
         for (env, why) in [
             (
                 vec![
@@ -588,6 +592,15 @@ mod tests {
                 "must be https",
             ),
             (vec![(aws::SESSION_TOKEN, "tok")], "belongs to a key pair"),
+            // An empty web identity token is refused, as every empty credential
+            // file is (issue 15), not sent to STS.
+            (
+                vec![
+                    (aws::WEB_IDENTITY_TOKEN_FILE, empty),
+                    (aws::ROLE_ARN, "arn:aws:iam::1:role/r"),
+                ],
+                "the token file is empty",
+            ),
             (
                 vec![
                     (aws::ACCESS_KEY_ID, "AK"),
