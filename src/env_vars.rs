@@ -84,7 +84,7 @@ pub(crate) const PROXY_VARS: &[&str] = &[
 /// path, not a variable).
 pub(crate) const DEFAULT_TERMINATION_LOG: &str = "/dev/termination-log";
 
-/// The standard AWS variables the S3 source reads (see `source::s3::settings`).
+/// The standard AWS variables the S3 source reads (see `s3::settings`).
 pub(crate) mod aws {
     /// Static S3 credentials: the access key id.
     pub(crate) const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";

@@ -16,7 +16,8 @@ pub(crate) mod logging;
 pub(crate) mod stage;
 
 /// Runs spark-localizer with this process's arguments and environment; returns the
-/// process exit code (see the exit-code table in [`exit::ExitCode`]).
+/// process exit code (the exit-code table is `cmd/exit.rs`, documented in
+/// docs/contract.md).
 pub fn main() -> i32 {
     let (cli, origins) = match cli::parse() {
         Ok(parsed) => parsed,

@@ -1,8 +1,11 @@
-//! The fetch engine schedules every artifact: it locks and prepares the
-//! destination directories (sweeping partials, forgetting what the plan
-//! dropped), keeps files an earlier run left that still verify, orders the rest
-//! largest first, and runs them with bounded parallelism under the deadline and
-//! the stop signal. Moving one artifact's bytes is [`crate::engine::transfer`]'s job.
+//! The fetch engine localizes a plan in phases over one [`RunState`]: lock and
+//! prepare the destination directories, sweeping partials and forgetting what the
+//! plan dropped ([`dirs`]); keep files an earlier run left that still verify
+//! ([`reuse`]); order the rest largest first and run them with bounded parallelism
+//! under the deadline and the stop signal ([`schedule`]); unpack archives and
+//! publish staging bundles ([`archives`]). Moving one artifact's bytes is
+//! [`transfer`]'s job (large objects in parallel ranges: [`ranged`]). Outcomes carry
+//! a failure kind, never an exit code.
 //!
 //! Everything here is source-agnostic: sources only produce byte streams.
 

@@ -56,7 +56,7 @@ impl Located {
             Scheme::Http | Scheme::Https if uri.host_str().is_none_or(str::is_empty) => {
                 Err(format!("{shown} has no host"))
             }
-            Scheme::S3 => crate::source::s3::locate(uri).map(|_| ()),
+            Scheme::S3 => crate::s3::client::locate(uri).map(|_| ()),
             Scheme::Hdfs => crate::source::hdfs::check_uri(uri),
             Scheme::File
                 if uri

@@ -16,7 +16,7 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
-pub(crate) use crate::s3::client::locate;
+use crate::s3::client::locate;
 use crate::s3::client::{build, classify, credentials, find_cause, root_cause, Bucket};
 use crate::s3::settings::S3Settings;
 
