@@ -21,6 +21,7 @@ pub(crate) use self::options::Options;
 pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Outcome, Status};
 
 mod archives;
+mod budget;
 mod bundle;
 mod dirs;
 mod options;

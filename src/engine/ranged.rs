@@ -1,6 +1,8 @@
 //! Large objects in parallel ranges: several requests at once, each a task of
-//! its own, each part retried and resumed on its own, all pinned to one version
-//! of the object (If-Range / If-Match on its validator). The chunks received go,
+//! its own, each part resumed on its own, all pinned to one version of the
+//! object (If-Range / If-Match on its validator), all retried within the
+//! artifact's one retry budget (see [`super::budget`]: ranges that fail together
+//! cost one attempt, and only one of them probes while the others wait). The chunks received go,
 //! as they are (no copy), to the file's one writer thread, which puts them in
 //! place with positioned writes into the temp file (sized up front): one writer,
 //! because concurrent writes to one file only queue on its inode lock, holding
@@ -21,6 +23,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
+use super::budget::{Budget, Decision};
 use super::options::Options;
 use crate::plan::Artifact;
 use crate::progress::Reporter;
@@ -54,6 +57,8 @@ pub(super) enum Failure {
     /// A range came back as something else: another version of the object, or
     /// the whole object (a server that announces ranges but ignores them).
     Changed(SourceError),
+    /// Stopped because another range spent the budget (its failure says why).
+    Abandoned,
 }
 
 impl From<std::io::Error> for Failure {
@@ -79,6 +84,8 @@ pub(super) struct Start {
     pub body: Body,
     pub size: u64,
     pub validator: String,
+    /// The artifact's retry budget.
+    pub budget: Arc<Budget>,
 }
 
 /// What one transfer shares between its range workers (each a task of its own,
@@ -96,6 +103,7 @@ struct Shared {
     first: Mutex<Option<Body>>,
     /// Bytes reported to the progress display (rewound on failure).
     advanced: AtomicU64,
+    budget: Arc<Budget>,
 }
 
 /// Fetches the whole object into `file` in ranges, starting from `first`, the
@@ -113,6 +121,7 @@ pub(super) async fn fetch(
         body: first,
         size,
         validator,
+        budget,
     } = start;
     let version = Version { size, validator };
     let file = Arc::new(file);
@@ -134,6 +143,7 @@ pub(super) async fn fetch(
         next: AtomicUsize::new(0),
         first: Mutex::new(Some(first)),
         advanced: AtomicU64::new(0),
+        budget,
     });
     let total = shared.parts.len();
     debug!(
@@ -159,15 +169,19 @@ pub(super) async fn fetch(
         workers.spawn(worker(shared.clone(), writes.clone()));
     }
     drop(writes);
+    // The first failure that says why wins (not a range that stopped for it).
     let mut failed = None;
     while let Some(joined) = workers.join_next().await {
         let failure = match joined {
             Ok(Ok(())) => continue,
             Ok(Err(failure)) => failure,
+            Err(e) if e.is_cancelled() => Failure::Abandoned,
             Err(e) => Failure::Local(std::io::Error::other(format!("a range worker failed: {e}"))),
         };
         workers.abort_all();
-        failed.get_or_insert(failure);
+        if matches!(failed, None | Some(Failure::Abandoned)) {
+            failed = Some(failure);
+        }
     }
     let advanced = shared.advanced.load(Ordering::Relaxed);
     // A write error is the cause of any failure it comes with.
@@ -275,85 +289,42 @@ fn writer_gone() -> Failure {
     Failure::Local(std::io::Error::other("the file's writer stopped"))
 }
 
-/// Fetches one part, retrying and resuming within it.
+/// Where one part stands across its requests.
+struct Cursor {
+    range: Range<u64>,
+    /// The next byte to receive.
+    pos: u64,
+    /// Handed to the writer but not yet reported to the progress display.
+    unreported: u64,
+    /// The budget's round the current request belongs to.
+    round: u32,
+    /// Whether the current request is its round's probe (its first bytes end
+    /// the round).
+    probing: bool,
+}
+
+/// Fetches one part, resuming within it as the artifact's budget allows.
 async fn part(
     s: &Shared,
     range: Range<u64>,
     mut first: Option<Body>,
     writes: &tokio::sync::mpsc::Sender<Write>,
 ) -> Result<(), Failure> {
-    let mut pos = range.start;
-    // Handed to the writer but not yet reported to the progress display.
-    let mut unreported = 0u64;
-    let mut attempts = 0u32;
-    let stalled = || {
-        SourceError::new(
-            FaultKind::Transient,
-            format!(
-                "{}: no data for {} (stall timeout)",
-                s.a.display_uri,
-                format_duration(s.opts.stall_timeout)
-            ),
-        )
+    // The first part continues the artifact's attempt; the others start when no
+    // probe is out.
+    let round = match first {
+        Some(_) => s.budget.round(),
+        None => s.budget.admit().await.ok_or(Failure::Abandoned)?,
+    };
+    let mut c = Cursor {
+        pos: range.start,
+        range,
+        unreported: 0,
+        round,
+        probing: false,
     };
     loop {
-        attempts += 1;
-        let result: Result<(), PartError> = async {
-            let mut body = match first.take() {
-                Some(body) => body,
-                None => {
-                    let req = OpenRequest {
-                        offset: pos,
-                        end: Some(range.end),
-                        validator: Some(s.version.validator.clone()),
-                    };
-                    timeout(s.opts.stall_timeout, s.source.open(&s.a.uri, &req))
-                        .await
-                        .map_err(|_| stalled())??
-                }
-            };
-            if body.offset != pos
-                || body.meta.validator.as_deref() != Some(s.version.validator.as_str())
-                || body.meta.size != Some(s.version.size)
-            {
-                return Err(PartError::Changed);
-            }
-            while pos < range.end {
-                let Some(chunk) = timeout(s.opts.stall_timeout, body.stream.next())
-                    .await
-                    .map_err(|_| stalled())?
-                else {
-                    break;
-                };
-                let chunk = chunk?;
-                let take = chunk.len().min((range.end - pos) as usize);
-                writes
-                    .send(Write::At(pos, chunk.slice(..take)))
-                    .await
-                    .map_err(|_| PartError::WriterGone)?;
-                pos += take as u64;
-                unreported += take as u64;
-                if unreported >= READ_CHUNK as u64 {
-                    report(s, &mut unreported);
-                }
-            }
-            report(s, &mut unreported);
-            if pos < range.end {
-                return Err(SourceError::new(
-                    FaultKind::Transient,
-                    format!(
-                        "{}: the range {}-{} ended at byte {pos}",
-                        s.a.display_uri,
-                        range.start,
-                        range.end - 1
-                    ),
-                )
-                .into());
-            }
-            Ok(())
-        }
-        .await;
-        match result {
+        let e = match receive(s, &mut c, first.take(), writes).await {
             Ok(()) => return Ok(()),
             Err(PartError::WriterGone) => return Err(writer_gone()),
             Err(PartError::Changed) => {
@@ -365,23 +336,119 @@ async fn part(
                     ),
                 )))
             }
-            Err(PartError::Source(e)) => {
-                let Some(delay) = s.opts.retry.next_delay(attempts, &e) else {
-                    return Err(Failure::Source(e));
-                };
+            Err(PartError::Source(e)) => e,
+        };
+        match s.budget.failed(c.round, &e) {
+            Decision::GiveUp => return Err(Failure::Source(e)),
+            Decision::Stopped => return Err(Failure::Abandoned),
+            Decision::Probe(delay) => {
+                c.round = s.budget.round();
+                c.probing = true;
                 warn!(
                     uri = %s.a.display_uri,
-                    "range {}-{}: attempt {attempts}/{} failed: {}; retrying in {}, resuming at byte {pos}",
-                    range.start,
-                    range.end - 1,
-                    s.opts.retry.attempts(),
+                    "range {}-{}: attempt {}/{} failed: {}; retrying in {}, resuming at byte {} (the other ranges wait for this one)",
+                    c.range.start,
+                    c.range.end - 1,
+                    c.round,
+                    s.budget.allowed(),
                     e.describe(),
-                    format_duration(delay)
+                    format_duration(delay),
+                    c.pos
                 );
                 tokio::time::sleep(delay).await;
             }
+            Decision::Wait => {
+                debug!(
+                    uri = %s.a.display_uri,
+                    "range {}-{} failed in a round already counted: {}; waiting for the retried range",
+                    c.range.start,
+                    c.range.end - 1,
+                    e.describe()
+                );
+                c.round = s.budget.admit().await.ok_or(Failure::Abandoned)?;
+                c.probing = false;
+            }
         }
     }
+}
+
+/// The error of a range that sent nothing for the stall timeout.
+fn stalled(s: &Shared) -> SourceError {
+    SourceError::new(
+        FaultKind::Transient,
+        format!(
+            "{}: no data for {} (stall timeout)",
+            s.a.display_uri,
+            format_duration(s.opts.stall_timeout)
+        ),
+    )
+}
+
+/// One request for the rest of the part (or `first`, the answer that serves
+/// part 0): its bytes go to the writer.
+async fn receive(
+    s: &Shared,
+    c: &mut Cursor,
+    first: Option<Body>,
+    writes: &tokio::sync::mpsc::Sender<Write>,
+) -> Result<(), PartError> {
+    let mut body = match first {
+        Some(body) => body,
+        None => {
+            let req = OpenRequest {
+                offset: c.pos,
+                end: Some(c.range.end),
+                validator: Some(s.version.validator.clone()),
+            };
+            timeout(s.opts.stall_timeout, s.source.open(&s.a.uri, &req))
+                .await
+                .map_err(|_| stalled(s))??
+        }
+    };
+    if body.offset != c.pos
+        || body.meta.validator.as_deref() != Some(s.version.validator.as_str())
+        || body.meta.size != Some(s.version.size)
+    {
+        return Err(PartError::Changed);
+    }
+    while c.pos < c.range.end {
+        let Some(chunk) = timeout(s.opts.stall_timeout, body.stream.next())
+            .await
+            .map_err(|_| stalled(s))?
+        else {
+            break;
+        };
+        let chunk = chunk?;
+        if c.probing {
+            s.budget.recovered(c.round);
+            c.probing = false;
+        }
+        let take = chunk.len().min((c.range.end - c.pos) as usize);
+        writes
+            .send(Write::At(c.pos, chunk.slice(..take)))
+            .await
+            .map_err(|_| PartError::WriterGone)?;
+        c.pos += take as u64;
+        c.unreported += take as u64;
+        if c.unreported >= READ_CHUNK as u64 {
+            report(s, &mut c.unreported);
+        }
+    }
+    report(s, &mut c.unreported);
+    if c.pos < c.range.end {
+        return Err(SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: the range {}-{} ended at byte {}",
+                s.a.display_uri,
+                c.range.start,
+                c.range.end - 1,
+                c.pos
+            ),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Tells the progress display about the bytes handed to the writer since the last call.

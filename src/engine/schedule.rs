@@ -111,7 +111,7 @@ async fn transfer_task(
     size: Option<u64>,
 ) -> Outcome {
     let started = Instant::now();
-    let so_far = transfer::SoFar::default();
+    let so_far = transfer::SoFar::new(opts.retry);
     let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, size, &so_far);
     let outcome = tokio::select! {
         biased;

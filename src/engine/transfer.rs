@@ -3,7 +3,6 @@
 //! file, pin check, then the atomic publish and its state record.
 
 use std::io::{Seek, Write};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
@@ -11,6 +10,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
+use super::budget::{Budget, Decision};
 use super::options::Options;
 use super::outcome::{Failure, FailureKind};
 use super::outcome::{Outcome, Status};
@@ -18,6 +18,7 @@ use super::ranged;
 use crate::layout::{self, Record, TempFile};
 use crate::plan::{Artifact, Target};
 use crate::progress::Reporter;
+use crate::retry::RetryPolicy;
 use crate::source::{Body, FaultKind, OpenRequest, Scheme, Source, SourceError, Sources};
 use crate::util::duration::format_duration;
 
@@ -29,13 +30,20 @@ use crate::util::duration::format_duration;
 const WRITE_BUFFER: usize = 64 << 10;
 
 /// What an unfinished transfer got to, for the message when it is cut off.
-#[derive(Default)]
 pub(super) struct SoFar {
-    attempts: AtomicU32,
+    /// The artifact's retry budget, which counts its attempts.
+    budget: Arc<Budget>,
     last_error: Mutex<Option<String>>,
 }
 
 impl SoFar {
+    pub(super) fn new(policy: RetryPolicy) -> Self {
+        SoFar {
+            budget: Arc::new(Budget::new(policy)),
+            last_error: Mutex::new(None),
+        }
+    }
+
     /// The outcome of a transfer cut off by the deadline or a signal, with the
     /// attempts made and the last error seen added.
     pub(super) fn failed(&self, cut: Outcome) -> Outcome {
@@ -47,7 +55,7 @@ impl SoFar {
             f
         });
         Outcome {
-            attempts: self.attempts.load(Ordering::Relaxed),
+            attempts: self.budget.attempts(),
             failure,
             ..cut
         }
@@ -109,6 +117,9 @@ impl Transfer {
 /// An attempt failed either at the source or on local disk.
 enum AttemptError {
     Source(SourceError),
+    /// A source error after which the budget allows no other attempt (a ranged
+    /// transfer spends it across its ranges).
+    Spent(SourceError),
     Local(std::io::Error),
 }
 
@@ -190,8 +201,8 @@ fn local_error(artifact: &Artifact, e: std::io::Error, what: &str) -> Failure {
     }
 }
 
-/// Attempts until one delivers every byte, as the retry policy allows; returns the
-/// number of attempts, or the failed outcome.
+/// Attempts until one delivers every byte, as the artifact's retry budget allows;
+/// returns the number of attempts, or the failed outcome.
 async fn attempt_until_done(
     id: usize,
     artifact: &Artifact,
@@ -201,40 +212,30 @@ async fn attempt_until_done(
     transfer: &mut Transfer,
     so_far: &SoFar,
 ) -> Result<u32, Outcome> {
-    let mut attempts = 0;
+    let budget = &so_far.budget;
     loop {
-        attempts += 1;
-        so_far.attempts.store(attempts, Ordering::Relaxed);
-        let error = match attempt(id, artifact, source, opts, reporter, transfer).await {
-            Ok(()) => return Ok(attempts),
+        let error = match attempt(id, artifact, source, opts, reporter, transfer, budget).await {
+            Ok(()) => return Ok(budget.attempts()),
             Err(AttemptError::Local(e)) => {
                 return Err(Outcome {
-                    attempts,
+                    attempts: budget.attempts(),
                     ..Outcome::from_failure(local_error(artifact, e, "write"))
                 })
             }
+            Err(AttemptError::Spent(e)) => return Err(gave_up(&e, budget.attempts())),
             Err(AttemptError::Source(e)) => e,
         };
-        let Some(delay) = opts.retry.next_delay(attempts, &error) else {
-            let tried = if attempts > 1 {
-                format!(" (after {attempts} attempts)")
-            } else {
-                String::new()
-            };
-            return Err(Outcome {
-                attempts,
-                ..Outcome::failed(
-                    FailureKind::of_fault(error.kind),
-                    format!("{}{tried}", error.describe()),
-                )
-            });
+        // One flow at this level: its failure is always the current round's.
+        let Decision::Probe(delay) = budget.failed(budget.round(), &error) else {
+            return Err(gave_up(&error, budget.attempts()));
         };
         let described = error.describe();
         *so_far.last_error.lock().expect("lock") = Some(described.clone());
         warn!(
             uri = %artifact.display_uri,
-            "attempt {attempts}/{} failed: {described}; retrying in {}{}",
-            opts.retry.attempts(),
+            "attempt {}/{} failed: {described}; retrying in {}{}",
+            budget.round(),
+            budget.allowed(),
             format_duration(delay),
             if transfer.resumable && transfer.written > 0 {
                 format!(", resuming at byte {}", transfer.written)
@@ -243,6 +244,23 @@ async fn attempt_until_done(
             }
         );
         tokio::time::sleep(delay).await;
+        budget.recovered(budget.round());
+    }
+}
+
+/// The outcome of a transfer that stopped on `error` after `attempts` attempts.
+fn gave_up(error: &SourceError, attempts: u32) -> Outcome {
+    let tried = if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    };
+    Outcome {
+        attempts,
+        ..Outcome::failed(
+            FailureKind::of_fault(error.kind),
+            format!("{}{tried}", error.describe()),
+        )
     }
 }
 
@@ -339,6 +357,7 @@ async fn attempt(
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
     transfer: &mut Transfer,
+    budget: &Arc<Budget>,
 ) -> Result<(), AttemptError> {
     let body = open(id, artifact, source, opts, reporter, transfer).await?;
     if let Some((size, validator)) = ranged_version(&body, transfer, source, opts) {
@@ -346,6 +365,7 @@ async fn attempt(
             body,
             size,
             validator,
+            budget: budget.clone(),
         };
         return fetch_in_ranges(id, artifact, source, opts, reporter, transfer, start).await;
     }
@@ -483,7 +503,11 @@ async fn fetch_in_ranges(
     transfer.expected = None;
     Err(match failure {
         ranged::Failure::Local(e) => AttemptError::Local(e),
-        ranged::Failure::Source(e) => AttemptError::Source(e),
+        ranged::Failure::Source(e) => AttemptError::Spent(e),
+        // Every range stops for a reason one of them gives; never left alone.
+        ranged::Failure::Abandoned => {
+            AttemptError::Local(std::io::Error::other("the ranged transfer stopped"))
+        }
         ranged::Failure::Changed(e) => {
             transfer.one_stream = true;
             AttemptError::Source(e)

@@ -78,6 +78,61 @@ fn a_cut_or_stalled_range_is_retried_alone_and_resumed() {
     assert_eq!(server.gets("/big.bin").len(), RANGES + 2, "{out}");
 }
 
+/// Issue 15, defect 2: one retry budget per artifact, honoured across its ranges.
+/// Before, every artifact-level attempt re-ran every range with attempts of its
+/// own: 3 × (1 + 4 × 3) = 39 GETs here, and "after 3 attempts" at the end.
+#[test]
+fn an_origin_failing_every_range_costs_the_artifacts_attempts_once() {
+    let server = FaultServer::start();
+    server.put("/big.bin", data(37, BIG));
+    // The plain GET serves the first range; every other request gets a 500.
+    for nth in 2..=200 {
+        server.on("/big.bin", nth, Fault::Status(500));
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args(["--retries", "2", "--files", &server.url("/big.bin")])
+        .run();
+    out.expect_code(3).expect_stderr("(after 3 attempts)");
+    // The first GET, the four other ranges once, and one probe per retry.
+    let gets = server.gets("/big.bin").len();
+    assert!(gets <= RANGES + 2, "{gets} GETs\n{out}");
+    assert_eq!(out.stderr.matches("retrying in").count(), 2, "{out}");
+    assert!(!sb.files.join("big.bin").exists());
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+/// Ranges that fail together (a restart of the origin) cost one attempt: one of
+/// them retries, the others wait for it and then resume.
+#[test]
+fn ranges_failing_together_cost_one_attempt() {
+    let server = FaultServer::start();
+    let body = data(38, BIG);
+    server.put("/big.bin", body.clone());
+    for nth in 2..=RANGES {
+        server.on("/big.bin", nth, Fault::HoldThenReset(1 << 20));
+    }
+    let sb = Sandbox::new();
+    let running = sb
+        .fetch()
+        .args(["--retries", "1", "--files", &server.url("/big.bin")])
+        .start();
+    assert!(wait_for(Duration::from_secs(20), || server
+        .gets("/big.bin")
+        .len()
+        == RANGES));
+    std::thread::sleep(Duration::from_millis(200));
+    server.release();
+    let out = running.finish();
+    out.expect_code(0);
+    assert!(std::fs::read(sb.files.join("big.bin")).unwrap() == body);
+    assert_eq!(sb.artifact("big.bin")["attempts"], 2, "{out}");
+    assert_eq!(out.stderr.matches("retrying in").count(), 1, "{out}");
+    // Each cut range resumed once.
+    assert_eq!(server.gets("/big.bin").len(), 2 * RANGES - 1, "{out}");
+}
+
 #[test]
 fn an_object_replaced_between_ranges_is_fetched_again_whole() {
     let server = FaultServer::start();

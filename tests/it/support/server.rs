@@ -43,6 +43,9 @@ pub enum Fault {
     IgnoreIfRange,
     /// Send K body bytes, then wait until [`FaultServer::release`], then the rest.
     Hold(usize),
+    /// Send K body bytes, then wait until [`FaultServer::release`], then reset
+    /// the connection (an outage that hits every request in flight at once).
+    HoldThenReset(usize),
     /// A source growing under the transfer: a 206 (even to a plain GET) whose
     /// `Content-Range` announces the object as stored, from the requested offset
     /// or 0, while its `Content-Length` frames 2K bytes more. The server sends the
@@ -311,7 +314,8 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                 Fault::ResetAfter(k)
                 | Fault::ShortBody(k)
                 | Fault::StallAfter(k, _)
-                | Fault::Hold(k),
+                | Fault::Hold(k)
+                | Fault::HoldThenReset(k),
             ) => k.min(body.len()),
             // The announced object plus K bytes; the body framing asks for K more.
             Some(Fault::GrowsPast(k)) if reply.status == 206 => body.len().saturating_sub(k),
@@ -343,6 +347,11 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                 Some(Fault::GrowsPast(_)) => {
                     // Never send the rest: a client still reading waits for a stall.
                     let _ = gate.wait_for(|open| *open).await;
+                    return;
+                }
+                Some(Fault::HoldThenReset(_)) => {
+                    let _ = gate.wait_for(|open| *open).await;
+                    let _ = out.set_zero_linger();
                     return;
                 }
                 Some(Fault::Hold(_)) => {
