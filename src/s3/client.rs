@@ -4,6 +4,7 @@
 //! means ([`classify`]: the kind of fault, worded for users).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
@@ -183,14 +184,71 @@ fn configure(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result
     Ok(b)
 }
 
+/// How long a metadata service (EC2 instance metadata, the EKS Pod Identity
+/// agent, the ECS task role endpoint) may take to give credentials: it runs on
+/// the node and answers in milliseconds, so one that does not is unreachable
+/// (an IMDSv2 hop limit of 1 drops its answers inside pods; a NetworkPolicy
+/// drops the packets), not slow.
+pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long STS may take to exchange a web identity token (a remote service).
+pub(crate) const STS_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long `c` may take to give credentials, and what to do when it does not.
+fn time_limit(c: &Credentials) -> (Duration, &'static str) {
+    match c {
+        Credentials::Instance { .. } => (
+            METADATA_TIMEOUT,
+            "inside a pod, IMDSv2 needs the instance's metadata hop limit at 2 or more (aws ec2 modify-instance-metadata-options --http-put-response-hop-limit 2), and a NetworkPolicy may block 169.254.169.254; or give credentials: IRSA, EKS Pod Identity, --s3-credentials-dir or spark.hadoop.fs.s3a.access.key/secret.key",
+        ),
+        Credentials::PodIdentity { .. } => (
+            METADATA_TIMEOUT,
+            "check the eks-pod-identity-agent DaemonSet on this node and that no NetworkPolicy blocks 169.254.170.23",
+        ),
+        Credentials::EcsTask { .. } => (
+            METADATA_TIMEOUT,
+            "the ECS agent answers at 169.254.170.2; check the task's network mode and security groups",
+        ),
+        Credentials::WebIdentity { .. } => (
+            STS_TIMEOUT,
+            "check that STS is reachable from the pod (AWS_ENDPOINT_URL_STS for a regional or private endpoint, HTTPS_PROXY)",
+        ),
+        Credentials::Dir(_) | Credentials::Static { .. } | Credentials::Anonymous => {
+            (METADATA_TIMEOUT, "")
+        }
+    }
+}
+
 /// Gets the bucket's credentials (cached by object_store for temporary ones), so a
-/// failure of the credential source is reported as such, not as the endpoint's.
+/// failure of the credential source is reported as such, not as the endpoint's;
+/// each source has its own time limit ([`METADATA_TIMEOUT`], [`STS_TIMEOUT`]).
 pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
-    let Err(err) = b.store.credentials().get_credential().await else {
-        return Ok(());
-    };
+    let (limit, hint) = time_limit(&b.config.credentials);
     let shown = crate::util::redact::redact_url(uri.as_str());
     let source = &b.config.credential_source;
+    let asked = tokio::time::timeout(limit, b.store.credentials().get_credential()).await;
+    let Ok(got) = asked else {
+        // A remote STS may be slow for a while; a metadata service on the node
+        // that does not answer will not.
+        let kind = match b.config.credentials {
+            Credentials::WebIdentity { .. } => FaultKind::Transient,
+            _ => FaultKind::Auth,
+        };
+        let e = SourceError::new(
+            kind,
+            format!(
+                "{shown}: cannot get S3 credentials from {source}: no answer within {}",
+                crate::util::duration::format_duration(limit)
+            ),
+        );
+        return Err(if hint.is_empty() {
+            e
+        } else {
+            e.with_hint(hint)
+        });
+    };
+    let Err(err) = got else {
+        return Ok(());
+    };
     if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
         return Err(SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
             "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",

@@ -528,3 +528,53 @@ fn unusable_answers_of_a_credential_service_fail_cleanly() {
         assert!(out.elapsed < Duration::from_secs(3), "retried? {out}");
     }
 }
+
+/// Issue 15, defect 1: a credential endpoint that accepts connections and never
+/// answers (an IMDSv2 hop limit of 1 inside a pod, a stuck Pod Identity agent)
+/// is named within its own short time limit, not reported as a 30 s data stall
+/// per attempt. No S3 server is needed: the credentials come first.
+#[test]
+fn a_hanging_credential_endpoint_is_named_within_seconds() {
+    // The kernel completes the handshakes; nothing ever answers.
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = format!("http://{}", hang.local_addr().unwrap());
+    let sb = Sandbox::new();
+    let token_file = sb.write("eks-pod-identity-token", "pod-token");
+    type Setup<'a> = &'a dyn Fn(crate::support::Run<'a>) -> crate::support::Run<'a>;
+    let imds: Setup = &|run| run.env("AWS_EC2_METADATA_SERVICE_ENDPOINT", &at);
+    let agent_uri = format!("{at}/v1/credentials");
+    let pod_identity: Setup = &|run| {
+        run.env("AWS_CONTAINER_CREDENTIALS_FULL_URI", &agent_uri)
+            .env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &s(&token_file))
+    };
+    for (setup, named, hint) in [
+        (imds, "EC2 instance metadata", "hop-limit 2"),
+        (pod_identity, "EKS Pod Identity", "eks-pod-identity-agent"),
+    ] {
+        let out = setup(sb.fetch())
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env("AWS_ALLOW_HTTP", "true")
+            .args(["--stall-timeout", "30s", "--jars", "s3a://bkt/a.jar"])
+            .run();
+        out.expect_code(3)
+            .expect_stderr(&format!("cannot get S3 credentials from {named}"))
+            .expect_stderr("no answer within 5.0s")
+            .expect_stderr(hint);
+        assert!(!out.stderr.contains("stall timeout"), "{out}");
+        assert!(out.elapsed < Duration::from_secs(15), "{out}");
+
+        let out = setup(sb.check())
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env("AWS_ALLOW_HTTP", "true")
+            .args(["--jars", "s3a://bkt/a.jar"])
+            .run();
+        out.expect_code(3);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            all.contains(&format!("cannot get S3 credentials from {named}"))
+                && all.contains("no answer within 5.0s"),
+            "{out}"
+        );
+        assert!(out.elapsed < Duration::from_secs(15), "{out}");
+    }
+}
