@@ -152,6 +152,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = env::STAGE_MAX_UPLOAD_BYTES, default_value_t = 1 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_upload_bytes: u64,
 
+    /// Answer 408 to an upload whose body sends nothing for this long.
+    #[arg(long, env = env::STAGE_UPLOAD_IDLE_TIMEOUT, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub upload_idle_timeout: Duration,
+
     /// Refuse (400) an upload whose bundle unpacks to more than this many bytes
     /// (fetch needs the same --archive-max-bytes to unpack it).
     #[arg(long, env = env::STAGE_ARCHIVE_MAX_BYTES, default_value_t = 8 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]

@@ -25,6 +25,8 @@ pub(crate) const CLASSPATH_FILE: &str = "classpath";
 pub(crate) const ENV_FILE: &str = "spark-classpath.env";
 /// Default name of the JSON report (in the jars dir).
 pub(crate) const REPORT_FILE: &str = "spark-localizer-report.json";
+/// The outputs' default names: an artifact or a bundle's file may not take them.
+pub(crate) const OUTPUT_NAMES: [&str; 3] = [CLASSPATH_FILE, ENV_FILE, REPORT_FILE];
 /// A destination name must be one plain path component.
 pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
@@ -47,6 +49,19 @@ pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
         return Err("starts with .spark-localizer, which is reserved");
     }
     Ok(())
+}
+
+/// The name a file of a staging bundle takes in its destination directory:
+/// bundles are flat (regular files at their top level, as `stage upload` makes
+/// them), so the entry must be one plain component with a valid name.
+pub(crate) fn bundle_file_name(relative: &Path) -> Result<&str, &'static str> {
+    let mut parts = relative.components();
+    let (Some(std::path::Component::Normal(first)), None) = (parts.next(), parts.next()) else {
+        return Err("is inside a directory");
+    };
+    let name = first.to_str().ok_or("has a name that is not UTF-8")?;
+    check_name(name)?;
+    Ok(name)
 }
 
 const PARTIAL_SUFFIX: &str = ".partial";

@@ -727,7 +727,7 @@ fn unpack_zip(file: File, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
 }
 
 pub(crate) mod validate;
-pub(crate) use validate::validate_tar_gz;
+pub(crate) use validate::{list_tar_gz, Kind as EntryKind};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Walk-only validation of a tar.gz: the rules of [`super::unpack`] without
 //! writing anything.
 //!
-//! The staging server checks every uploaded bundle with [`validate_tar_gz`] so that
+//! The staging server checks every uploaded bundle with [`list_tar_gz`] so that
 //! a bundle it accepts is one the localizer's unpack accepts too. Every entry is
 //! read to its end (a corrupt gzip stream or a short entry is found), and the same
 //! name, link, entry-type and limit rules apply; where unpack would find a symlink
@@ -15,24 +15,40 @@ use std::path::{Path, PathBuf};
 use super::{corrupt, enclosed_link_target, enclosed_name, refused, ArchiveError, Limits};
 use super::{Budget, Unpacked, COPY_BUF};
 
-/// What an earlier entry made a path into.
+/// What an entry (or an earlier entry) made a path into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Dir,
+    /// A regular file (a hard link to one included).
     File,
     Symlink,
+}
+
+/// What a valid archive holds: its totals and its entries in order (the
+/// relative path each takes, and what it is; the root itself is not listed).
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub unpacked: Unpacked,
+    pub entries: Vec<(PathBuf, Kind)>,
 }
 
 /// The entries seen so far, with the limits' counters.
 struct Walk<'a> {
     budget: Budget<'a>,
     seen: HashMap<PathBuf, Kind>,
+    order: Vec<(PathBuf, Kind)>,
+}
+
+/// [`list_tar_gz`] without the listing (the tests' shorthand).
+#[cfg(test)]
+pub(crate) fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, ArchiveError> {
+    list_tar_gz(archive, limits).map(|listing| listing.unpacked)
 }
 
 /// Checks the gzipped tar at `archive` as [`super::unpack`] with
-/// [`super::Format::TarGz`] would, writing nothing; blocking (call from
-/// `spawn_blocking`).
-pub(crate) fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacked, ArchiveError> {
+/// [`super::Format::TarGz`] would, writing nothing, and lists its entries;
+/// blocking (call from `spawn_blocking`).
+pub(crate) fn list_tar_gz(archive: &Path, limits: &Limits) -> Result<Listing, ArchiveError> {
     let io_err = |source| ArchiveError::Io {
         path: archive.to_path_buf(),
         source,
@@ -42,12 +58,16 @@ pub(crate) fn validate_tar_gz(archive: &Path, limits: &Limits) -> Result<Unpacke
     let mut walk = Walk {
         budget: Budget::new(limits, archive_len),
         seen: HashMap::new(),
+        order: Vec::new(),
     };
     super::walk_tar(
         flate2::read::GzDecoder::new(BufReader::new(file)),
         &mut walk,
     )?;
-    Ok(walk.budget.unpacked())
+    Ok(Listing {
+        unpacked: walk.budget.unpacked(),
+        entries: walk.order,
+    })
 }
 
 impl Walk<'_> {
@@ -95,7 +115,8 @@ impl Walk<'_> {
         if self.seen.contains_key(&rel) {
             return Err(refused(name, "duplicates an existing entry"));
         }
-        self.seen.insert(rel, kind);
+        self.seen.insert(rel.clone(), kind);
+        self.order.push((rel, kind));
         Ok(())
     }
 
@@ -107,7 +128,8 @@ impl Walk<'_> {
         self.check_parent(name, &rel)?;
         match self.seen.get(&rel) {
             None | Some(Kind::Dir) => {
-                self.seen.insert(rel, Kind::Dir);
+                self.seen.insert(rel.clone(), Kind::Dir);
+                self.order.push((rel, Kind::Dir));
                 Ok(())
             }
             Some(_) => Err(refused(name, "duplicates an existing entry")),

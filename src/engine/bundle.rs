@@ -3,7 +3,7 @@
 //! atomically and recorded as coming from the bundle; a marker names the bundle's
 //! digest and files, so a restarted run keeps a bundle whose files still verify.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::outcome::{BundleEntry, Failure, FailureKind};
 use super::unpack::{local_failure, refused, Published};
@@ -165,15 +165,8 @@ impl Bundle<'_> {
     ) -> Result<Vec<String>, Failure> {
         let mut names = Vec::with_capacity(order.len());
         for relative in order {
-            let shown = relative.to_string_lossy();
-            let mut parts = relative.components();
-            let (Some(Component::Normal(first)), None) = (parts.next(), parts.next()) else {
-                return Err(self.not_flat(&shown, "is inside a directory"));
-            };
-            let name = first
-                .to_str()
-                .ok_or_else(|| self.not_flat(&shown, "has a name that is not UTF-8"))?;
-            layout::check_name(name).map_err(|why| self.not_flat(name, why))?;
+            let name = layout::bundle_file_name(relative)
+                .map_err(|why| self.not_flat(&relative.to_string_lossy(), why))?;
             self.claim(claims, name)?;
             names.push(name.to_owned());
         }

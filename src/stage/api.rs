@@ -13,10 +13,38 @@
 //! - `GET /api/v0/ping` answers `pong`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue, InvalidHeaderValue};
 use serde::{Deserialize, Serialize};
 use url::Url;
+
+use crate::archive::EntryKind;
+
+/// Whether `fetch` can publish a bundle with these entries (see
+/// [`crate::archive::list_tar_gz`]): regular files at its top level only, each
+/// with a name a destination can take, none of the outputs' default names. The
+/// server checks it at upload, so the submitter hears it, not the pod.
+pub(crate) fn check_bundle(entries: &[(PathBuf, EntryKind)]) -> Result<(), String> {
+    for (path, kind) in entries {
+        let why = match kind {
+            EntryKind::Dir => Err("is a directory"),
+            EntryKind::Symlink => Err("is a symlink"),
+            EntryKind::File => crate::layout::bundle_file_name(path),
+        }
+        .and_then(|name| match crate::layout::OUTPUT_NAMES.contains(&name) {
+            true => Err("is the name of an output of fetch (the classpath file, the env snippet or the report)"),
+            false => Ok(name),
+        });
+        if let Err(why) = why {
+            return Err(format!(
+                "entry '{}' {why}; a staging bundle holds regular files at its top level only (as stage upload makes it), and fetch refuses any other",
+                path.to_string_lossy().escape_debug()
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Upload (POST) and, with `/{id}`, download, HEAD and DELETE.
 pub(crate) const RESOURCES_PATH: &str = "/api/v0/resources";

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use crate::stage_serve::{bundle, Stage};
 use crate::support::pki::Pki;
+use crate::support::FaultServer;
 use crate::support::{assert_no_secrets, data, s, sha256_hex, Sandbox, BIN};
 
 /// Runs `stage upload` against `stage`; returns (id, secret).
@@ -289,12 +290,18 @@ fn bundles_that_are_not_flat_or_collide_are_refused_and_nothing_is_published() {
     let stage = Stage::start(&work.path().join("store"), &[]);
     let server = format!("http://{}", stage.addr);
     let sb = Sandbox::new();
-    // The server accepts directories (the archive rules allow them); fetch does not.
-    let (nested, nested_secret) =
-        stage.stage(&bundle(&[("ok.jar", b"x"), ("lib/inner.jar", b"y")]));
-    let secret = sb.write("nested", &nested_secret);
+    // Our server refuses such bundles at upload; the original (fork's) server,
+    // played here by a plain HTTP server, stores whatever it is given.
+    let original = FaultServer::start();
+    let fork = original.url("");
+    let nested = "0123456789abcdef0123456789abcdef";
+    original.put(
+        &format!("/api/v0/resources/{nested}"),
+        bundle(&[("ok.jar", b"x"), ("lib/inner.jar", b"y")]),
+    );
+    let secret = sb.write("nested", "fork-secret");
     sb.fetch()
-        .args(["--staging-uri", &server, "--staging-jars-id", &nested])
+        .args(["--staging-uri", &fork, "--staging-jars-id", nested])
         .args(["--staging-jars-secret-file", &s(&secret)])
         .run()
         .expect_code(4)
@@ -312,10 +319,14 @@ fn bundles_that_are_not_flat_or_collide_are_refused_and_nothing_is_published() {
         .run()
         .expect_code(4)
         .expect_stderr("also puts");
-    let (out, out_secret) = stage.stage(&bundle(&[("classpath", b"/evil.jar")]));
-    let secret = sb.write("out", &out_secret);
+    let out = "fedcba9876543210fedcba9876543210";
+    original.put(
+        &format!("/api/v0/resources/{out}"),
+        bundle(&[("classpath", b"/evil.jar")]),
+    );
+    let secret = sb.write("out", "fork-secret");
     sb.fetch()
-        .args(["--staging-uri", &server, "--staging-jars-id", &out])
+        .args(["--staging-uri", &fork, "--staging-jars-id", out])
         .args(["--staging-jars-secret-file", &s(&secret)])
         .run()
         .expect_code(4)

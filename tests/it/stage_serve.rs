@@ -909,3 +909,86 @@ fn a_secret_in_place_of_an_id_is_not_logged() {
         "{stderr}"
     );
 }
+
+/// Issue 15, defect 5: a bundle that `fetch` would always refuse (anything but
+/// regular files at its top level, a name reserved for fetch's outputs or its own
+/// files) is refused at upload with the reason, so the submitter hears it, not
+/// the pod. Before, every one of these was stored (201).
+#[test]
+fn bundles_fetch_would_refuse_are_refused_at_upload() {
+    let store = tempfile::tempdir().unwrap();
+    let stage = Stage::start(store.path(), &[]);
+    for (name, kind, link, needle) in [
+        ("lib/a.jar", b'0', "", "is inside a directory"),
+        ("lib/", b'5', "", "is a directory"),
+        ("a.jar", b'2', "b.jar", "is a symlink"),
+        ("classpath", b'0', "", "name of an output of fetch"),
+        (
+            "spark-classpath.env",
+            b'0',
+            "",
+            "name of an output of fetch",
+        ),
+        (".spark-localizer.x", b'0', "", "reserved"),
+    ] {
+        let reply = stage.upload(&hostile_bundle(name, kind, link), false);
+        assert_eq!(reply.status, 400, "{name}: {reply:?}");
+        let error = reply.error();
+        assert!(
+            error.contains(needle)
+                && error.contains(&format!("entry '{}'", name.trim_end_matches('/'))),
+            "{name}: {reply:?}"
+        );
+        assert!(error.contains("top level only"), "{name}: {reply:?}");
+    }
+    assert!(entries(&store.path().join("bundles")).is_empty());
+    assert_eq!(stage.metric("uploads_total"), 0);
+    // A flat bundle, its entries named "./x" as `tar -C dir .` writes them, is fine.
+    let mut builder = tar::Builder::new(Vec::new());
+    for name in ["./a.jar", "./notes.txt"] {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(3);
+        header.set_mode(0o644);
+        builder.append_data(&mut header, name, &b"abc"[..]).unwrap();
+    }
+    stage.stage(&gzip(&builder.into_inner().unwrap()));
+    assert_eq!(stage.metric("uploads_total"), 1);
+}
+
+/// Issue 15, defect 5: an upload whose body stops coming is answered 408 (not
+/// 400) after --upload-idle-timeout, naming the flag; nothing is stored.
+#[test]
+fn a_stalled_upload_body_is_answered_408() {
+    let store = tempfile::tempdir().unwrap();
+    let stage = Stage::start(store.path(), &["--upload-idle-timeout", "1s"]);
+    let (content_type, body) = multipart(&[
+        ("resourcesOwner", "application/json", OWNER.as_bytes()),
+        (
+            "resources",
+            "application/octet-stream",
+            &bundle(&[("a.jar", b"a")]),
+        ),
+    ]);
+    // The whole length is announced; half the body is sent, then nothing.
+    let mut raw = request(
+        "POST",
+        "/api/v0/resources",
+        &stage.addr,
+        &[("Content-Type", &content_type)],
+        &body,
+    );
+    raw.truncate(raw.len() - body.len() / 2);
+    let started = std::time::Instant::now();
+    let mut stream = TcpStream::connect(&stage.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(&raw).unwrap();
+    let mut all = Vec::new();
+    let _ = stream.read_to_end(&mut all);
+    let reply = parse_reply(&all);
+    assert_eq!(reply.status, 408, "{reply:?}");
+    assert!(reply.error().contains("--upload-idle-timeout"), "{reply:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{reply:?}");
+    assert!(entries(&store.path().join("bundles")).is_empty());
+}

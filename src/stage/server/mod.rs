@@ -110,6 +110,8 @@ struct AppState {
     /// Owner checks against the Kubernetes API; `None` when off.
     owners: Option<Arc<OwnerChecker>>,
     max_upload: u64,
+    /// An upload body that sends nothing for this long is answered 408.
+    upload_idle_timeout: Duration,
     limits: Limits,
     rng: &'static dyn SecureRandom,
 }
@@ -125,6 +127,7 @@ impl AppState {
             },
             owners,
             max_upload: args.max_upload_bytes,
+            upload_idle_timeout: args.upload_idle_timeout,
             limits: Limits {
                 max_bytes: args.archive_max_bytes,
                 max_entries: args.archive_max_entries,

@@ -6,14 +6,17 @@
 //! Part content types are not checked (clients send the owner JSON as
 //! `application/json` or `text/plain`); unknown parts are skipped. A refused upload
 //! answers 400 for a malformed body, a part missing or repeated, data that is not
-//! gzip, or an archive the rules refuse; 413 past `--max-upload-bytes`. The rest of
+//! gzip, an archive the rules refuse, or a bundle `fetch` would refuse (anything
+//! but regular files at its top level, names reserved for fetch's outputs); 413
+//! past `--max-upload-bytes`; 408 when the body stalls for
+//! `--upload-idle-timeout`. The rest of
 //! a refused body is read and discarded for a few seconds, so a client still
 //! sending reads the answer rather than a connection reset.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -42,8 +45,6 @@ const MULTIPART_SLACK: u64 = 1024 * 1024;
 /// How long (and how much of) a refused request body is read and discarded.
 const LINGER: Duration = Duration::from_secs(5);
 const LINGER_BYTES: u64 = 256 * 1024 * 1024;
-/// An upload that sends nothing for this long is abandoned.
-const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Deletes the spooled upload unless it was committed (moved away).
@@ -85,9 +86,14 @@ pub(super) async fn upload(
         }
         return Err(ApiError::too_large(state.max_upload));
     }
-    let too_large = Arc::new(AtomicBool::new(false));
+    let cut = Arc::new(OnceLock::new());
     let (tx, rx) = mpsc::channel(4);
-    tokio::spawn(pump(req.into_body(), tx, body_limit, too_large.clone()));
+    let reading = Reading {
+        limit: body_limit,
+        idle: state.upload_idle_timeout,
+        cut: cut.clone(),
+    };
+    tokio::spawn(pump(req.into_body(), tx, reading));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
@@ -97,29 +103,47 @@ pub(super) async fn upload(
         hex::encode(random::<8>(state.rng)?)
     )));
     let received = receive(&state, &mut multipart, &spool.0).await;
-    let received = received.map_err(|e| {
-        if too_large.load(Ordering::SeqCst) {
-            ApiError::too_large(state.max_upload)
-        } else {
-            e
-        }
+    let received = received.map_err(|e| match cut.get() {
+        Some(Cut::TooLarge) => ApiError::too_large(state.max_upload),
+        Some(Cut::Idle) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the upload sent nothing for {} (--upload-idle-timeout); send the body again",
+                crate::util::duration::format_duration(state.upload_idle_timeout)
+            ),
+        ),
+        None => e,
     })?;
     let submitted = commit(&state, &spool.0, received).await?;
     Ok((StatusCode::CREATED, Json(submitted)))
 }
 
-/// Feeds the request body to the multipart parser, counting it against `limit`;
-/// then lingers on what the parser did not read.
-async fn pump(
-    body: Body,
-    tx: mpsc::Sender<Result<Bytes, io::Error>>,
+/// Why the server stopped reading a request body.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// Past the upload limit.
+    TooLarge,
+    /// Nothing came for the idle timeout.
+    Idle,
+}
+
+/// How a request body is read.
+struct Reading {
+    /// The most bytes read.
     limit: u64,
-    too_large: Arc<AtomicBool>,
-) {
+    /// The longest wait for the next bytes.
+    idle: Duration,
+    /// Set when the body was cut off.
+    cut: Arc<OnceLock<Cut>>,
+}
+
+/// Feeds the request body to the multipart parser, counting it against the
+/// limit; then lingers on what the parser did not read.
+async fn pump(body: Body, tx: mpsc::Sender<Result<Bytes, io::Error>>, reading: Reading) {
     let mut stream = body.into_data_stream();
     let mut total: u64 = 0;
     loop {
-        let chunk = match tokio::time::timeout(BODY_IDLE_TIMEOUT, stream.next()).await {
+        let chunk = match tokio::time::timeout(reading.idle, stream.next()).await {
             Ok(Some(Ok(chunk))) => chunk,
             Ok(None) => break,
             Ok(Some(Err(e))) => {
@@ -127,14 +151,15 @@ async fn pump(
                 return;
             }
             Err(_) => {
-                let stalled = format!("no data for {BODY_IDLE_TIMEOUT:?}");
+                let _ = reading.cut.set(Cut::Idle);
+                let stalled = format!("no data for {:?}", reading.idle);
                 let _ = tx.send(Err(io::Error::other(stalled))).await;
                 return;
             }
         };
         total = total.saturating_add(chunk.len() as u64);
-        if total > limit {
-            too_large.store(true, Ordering::SeqCst);
+        if total > reading.limit {
+            let _ = reading.cut.set(Cut::TooLarge);
             let _ = tx
                 .send(Err(io::Error::other("request body too large")))
                 .await;
@@ -292,11 +317,11 @@ async fn commit(
     received: Received,
 ) -> Result<SubmittedResource, ApiError> {
     let (path, limits) = (spooled.to_path_buf(), state.limits);
-    let checked = tokio::task::spawn_blocking(move || archive::validate_tar_gz(&path, &limits))
+    let checked = tokio::task::spawn_blocking(move || archive::list_tar_gz(&path, &limits))
         .await
         .map_err(|e| ApiError::internal("cannot check the upload", e))?;
-    let unpacked = match checked {
-        Ok(unpacked) => unpacked,
+    let listing = match checked {
+        Ok(listing) => listing,
         Err(e) if e.is_refusal() => {
             return Err(ApiError::bad(format!(
                 "part '{}' is refused: {e}",
@@ -305,6 +330,10 @@ async fn commit(
         }
         Err(e) => return Err(ApiError::internal("cannot check the upload", e)),
     };
+    api::check_bundle(&listing.entries).map_err(|why| {
+        ApiError::bad(format!("part '{}' is refused: {why}", api::PART_RESOURCES))
+    })?;
+    let unpacked = listing.unpacked;
     let id = hex::encode(random::<{ api::RESOURCE_ID_BYTES }>(state.rng)?);
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(random::<{ api::RESOURCE_SECRET_BYTES }>(state.rng)?);
