@@ -123,6 +123,14 @@ pub(crate) mod aws {
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
     /// The EC2 instance metadata endpoint (IMDSv2), the last credential source.
     pub(crate) const EC2_METADATA_SERVICE_ENDPOINT: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
+    /// The profile of the shared config files (default `default`).
+    pub(crate) const PROFILE: &str = "AWS_PROFILE";
+    /// The shared credentials file (default `~/.aws/credentials`).
+    pub(crate) const SHARED_CREDENTIALS_FILE: &str = "AWS_SHARED_CREDENTIALS_FILE";
+    /// The shared config file (default `~/.aws/config`).
+    pub(crate) const CONFIG_FILE: &str = "AWS_CONFIG_FILE";
+    /// The home directory the shared files are found in (`$HOME/.aws/`).
+    pub(crate) const HOME: &str = "HOME";
 
     /// Every variable above, for snapshots.
     pub(crate) const ALL: &[&str] = &[
@@ -143,6 +151,10 @@ pub(crate) mod aws {
         CONTAINER_AUTHORIZATION_TOKEN_FILE,
         CONTAINER_CREDENTIALS_RELATIVE_URI,
         EC2_METADATA_SERVICE_ENDPOINT,
+        PROFILE,
+        SHARED_CREDENTIALS_FILE,
+        CONFIG_FILE,
+        HOME,
     ];
 }
 

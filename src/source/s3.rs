@@ -125,8 +125,13 @@ impl Source for S3Source {
             .values()
             .map(|b| {
                 let c = &b.config;
+                let chain: String = c
+                    .credential_chain
+                    .iter()
+                    .map(|line| format!("\n      {line}"))
+                    .collect();
                 format!(
-                    "  s3 bucket        {}\n    credentials    {}\n    endpoint       {}\n    region         {} ({})",
+                    "  s3 bucket        {}\n    credentials    {}\n    chain          the first source set is used:{chain}\n    endpoint       {}\n    region         {} ({})",
                     c.bucket, c.credential_source, c.shown_endpoint, c.region, c.region_origin
                 )
             })

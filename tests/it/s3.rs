@@ -578,3 +578,105 @@ fn a_hanging_credential_endpoint_is_named_within_seconds() {
         assert!(out.elapsed < Duration::from_secs(15), "{out}");
     }
 }
+
+/// Issue 15, `check` for the laptop: the shared config files (`~/.aws/credentials`
+/// and `~/.aws/config`, `AWS_PROFILE`) are the last source before instance
+/// metadata, with static keys or a `credential_process`; `check` lists the chain,
+/// what of each source is set and which one is used. Before, they were ignored
+/// and `check` claimed "no other S3 credentials are configured".
+#[test]
+fn the_shared_config_files_of_a_laptop_are_read_and_explained() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket("bkt");
+    let jar = data(12, 4321);
+    sw.put("bkt", "a.jar", &jar);
+    let sb = Sandbox::new();
+    let aws = sb.root.join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        format!(
+            "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\n[dev]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            Seaweed::ACCESS_KEY,
+            Seaweed::SECRET_KEY
+        ),
+    )
+    .unwrap();
+    let process = sb.write(
+        "creds.sh",
+        format!(
+            "printf '{{\"Version\": 1, \"AccessKeyId\": \"{}\", \"SecretAccessKey\": \"{}\"}}'",
+            Seaweed::ACCESS_KEY,
+            Seaweed::SECRET_KEY
+        ),
+    );
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[profile dev]\nregion = eu-west-3\n[profile proc]\ncredential_process = sh {}\n[profile sso]\nsso_session = corp\n",
+            s(&process)
+        ),
+    )
+    .unwrap();
+    let endpoint = sw.endpoint();
+    let run = |run: crate::support::Run<'_>, profile: &str| {
+        run.env("AWS_PROFILE", profile)
+            .env("AWS_ROLE_ARN", "arn:aws:iam::111122223333:role/x")
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .args(["--jars", "s3a://bkt/a.jar"])
+            .run()
+    };
+
+    let out = run(sb.check(), "dev");
+    out.expect_code(0);
+    for line in [
+        &format!(
+            "profile 'dev' (AWS_PROFILE) in {}",
+            s(&aws.join("credentials"))
+        ),
+        "4. AWS_* keys               not set",
+        "5. web identity (IRSA)      incomplete, not used (AWS_ROLE_ARN)",
+        "8. shared config files      USED",
+        "9. EC2 instance metadata    not used (the last resort)",
+        "eu-west-3 (profile 'dev' (AWS_PROFILE) in",
+    ] {
+        assert!(out.stdout.contains(line), "{line}\n{out}");
+    }
+    assert!(!out.stdout.contains(Seaweed::SECRET_KEY), "{out}");
+
+    let out = run(sb.fetch(), "dev");
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+
+    let sb2 = Sandbox::new();
+    std::fs::create_dir_all(sb2.root.join(".aws")).unwrap();
+    for name in ["credentials", "config"] {
+        std::fs::copy(aws.join(name), sb2.root.join(".aws").join(name)).unwrap();
+    }
+    let out = run(sb2.fetch(), "proc");
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb2.jar("a.jar")).unwrap(), jar);
+
+    // Keys of the environment come first: the profile is set, and ignored.
+    let out = aws_env(sb2.check(), &endpoint)
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains(
+            "8. shared config files      set (profile 'default'), ignored: a source before it is used"
+        ),
+        "{out}"
+    );
+
+    // A profile spark-localizer cannot turn into keys, or one that does not exist:
+    // a configuration error naming it and what to do.
+    let out = run(sb2.fetch(), "sso");
+    out.expect_code(2)
+        .expect_stderr("profile 'sso' (AWS_PROFILE)")
+        .expect_stderr("aws configure export-credentials --profile sso");
+    let out = run(sb2.fetch(), "nope");
+    out.expect_code(2)
+        .expect_stderr("AWS_PROFILE=nope: no such profile");
+}

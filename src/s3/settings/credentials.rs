@@ -2,8 +2,9 @@
 //! a source configured wrongly is an error, not a reason to try the next):
 //! the `--s3-credentials-dir` Secret directory, S3A's anonymous provider, the S3A
 //! key pair of the properties file, the AWS key pair of the environment, web
-//! identity (IRSA), EKS Pod Identity, the ECS task role, then the EC2 instance
-//! metadata service.
+//! identity (IRSA), EKS Pod Identity, the ECS task role, the shared config files'
+//! profile, then the EC2 instance metadata service. [`S3Settings::explain`] says,
+//! for `check`, which sources are set and which one is used.
 
 use std::path::Path;
 
@@ -14,25 +15,120 @@ use crate::env_vars::aws;
 /// tried), else the credentials and a description naming where they come from.
 type Step = Result<Option<(Credentials, String)>, String>;
 
+/// The sources of the chain, in order, as `check` names them.
+const CHAIN: [&str; 9] = [
+    "--s3-credentials-dir",
+    "S3A anonymous provider",
+    "S3A keys (properties)",
+    "AWS_* keys",
+    "web identity (IRSA)",
+    "EKS Pod Identity",
+    "ECS task role",
+    "shared config files",
+    "EC2 instance metadata",
+];
+
 impl S3Settings {
     /// Picks the credential source of `bucket`: the first of the chain that is
-    /// configured.
-    pub(super) fn credentials(&self, bucket: &str) -> Result<(Credentials, String), String> {
-        let chain = [
-            self.secret_dir(),
-            self.anonymous(bucket),
-            self.s3a_keys(bucket),
-            self.aws_keys(),
-            self.web_identity(),
-            self.pod_identity(),
-            self.ecs_task(),
+    /// configured; also its place in [`CHAIN`]. The sources after it are not
+    /// looked at (a `credential_process` is not run).
+    pub(super) fn credentials(&self, bucket: &str) -> Result<(Credentials, String, usize), String> {
+        let steps: [&dyn Fn() -> Step; 8] = [
+            &|| self.secret_dir(),
+            &|| self.anonymous(bucket),
+            &|| self.s3a_keys(bucket),
+            &|| self.aws_keys(),
+            &|| self.web_identity(),
+            &|| self.pod_identity(),
+            &|| self.ecs_task(),
+            &|| self.shared_profile(),
         ];
-        for step in chain {
-            if let Some(found) = step? {
-                return Ok(found);
+        for (i, step) in steps.iter().enumerate() {
+            if let Some((credentials, source)) = step()? {
+                return Ok((credentials, source, i));
             }
         }
-        Ok(self.instance_metadata())
+        let (credentials, source) = self.instance_metadata();
+        Ok((credentials, source, CHAIN.len() - 1))
+    }
+
+    /// For `check`: each source of the chain, in order, with what of it is set,
+    /// and which one is used (`winner`, its place in [`CHAIN`]).
+    pub(super) fn explain(&self, bucket: &str, winner: usize) -> Vec<String> {
+        let set = self.what_is_set(bucket);
+        CHAIN
+            .iter()
+            .zip(set)
+            .enumerate()
+            .map(|(i, (label, set))| {
+                let state = match (i.cmp(&winner), set.is_empty()) {
+                    (std::cmp::Ordering::Equal, _) => "USED".to_owned(),
+                    (_, true) if i == CHAIN.len() - 1 => "not used (the last resort)".to_owned(),
+                    (_, true) => "not set".to_owned(),
+                    (std::cmp::Ordering::Greater, false) => {
+                        format!(
+                            "set ({}), ignored: a source before it is used",
+                            set.join(", ")
+                        )
+                    }
+                    // Set but passed over: set without what it needs to be used.
+                    (std::cmp::Ordering::Less, false) => {
+                        format!("incomplete, not used ({})", set.join(", "))
+                    }
+                };
+                format!("{}. {label:<24} {state}", i + 1)
+            })
+            .collect()
+    }
+
+    /// What of each source of [`CHAIN`] is set (names of variables, keys, files;
+    /// never values).
+    fn what_is_set(&self, bucket: &str) -> [Vec<String>; 9] {
+        let env = |names: &[&'static str]| -> Vec<String> {
+            names
+                .iter()
+                .filter(|n| self.env(n).is_some())
+                .map(|n| (*n).to_owned())
+                .collect()
+        };
+        let hadoop = |suffixes: &[&str]| -> Vec<String> {
+            suffixes
+                .iter()
+                .filter_map(|suffix| self.hadoop(bucket, suffix))
+                .map(|(_, origin)| super::key_of(&origin))
+                .collect()
+        };
+        let anonymous = self
+            .hadoop(bucket, "aws.credentials.provider")
+            .filter(|(providers, _)| providers.contains("AnonymousAWSCredentialsProvider"))
+            .map(|(_, origin)| vec![super::key_of(&origin)])
+            .unwrap_or_default();
+        let profile = match &self.profile {
+            Ok(Some(p)) if p.has_credentials() => vec![p.label()],
+            Ok(_) => Vec::new(),
+            Err(e) => vec![e.clone()],
+        };
+        [
+            self.credentials_dir
+                .iter()
+                .map(|(dir, origin)| format!("{origin} {}", dir.display()))
+                .collect(),
+            anonymous,
+            hadoop(&["access.key", "secret.key", "session.token"]),
+            env(&[
+                aws::ACCESS_KEY_ID,
+                aws::SECRET_ACCESS_KEY,
+                aws::SESSION_TOKEN,
+            ]),
+            env(&[aws::WEB_IDENTITY_TOKEN_FILE, aws::ROLE_ARN]),
+            env(&[
+                aws::CONTAINER_CREDENTIALS_FULL_URI,
+                aws::CONTAINER_AUTHORIZATION_TOKEN_FILE,
+            ]),
+            env(&[aws::CONTAINER_CREDENTIALS_RELATIVE_URI]),
+            profile,
+            env(&[aws::EC2_METADATA_SERVICE_ENDPOINT]),
+        ]
     }
 
     fn secret_dir(&self) -> Step {
@@ -263,6 +359,81 @@ impl S3Settings {
                     ),
                 )
             }))
+    }
+
+    /// The shared config files' profile: its static keys, or what its
+    /// `credential_process` prints (run once). Profiles that assume a role or use
+    /// SSO are refused with the command that turns them into keys.
+    fn shared_profile(&self) -> Step {
+        let profile = match &self.profile {
+            Ok(Some(profile)) => profile,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e.clone()),
+        };
+        let label = profile.label();
+        let export = format!(
+            "eval \"$(aws configure export-credentials --profile {} --format env)\"",
+            profile.name
+        );
+        let key_id = profile.get("aws_access_key_id");
+        let secret = profile.get("aws_secret_access_key");
+        if let (Some((key_id, path)), Some((secret, _))) = (key_id, secret) {
+            if has_control(key_id) || has_control(secret) {
+                return Err(format!(
+                    "{label} in {}: a key contains a control character",
+                    path.display()
+                ));
+            }
+            let token = profile.get("aws_session_token").map(|(t, _)| t.to_owned());
+            return Ok(Some((
+                Credentials::Static {
+                    key_id: key_id.to_owned(),
+                    secret: secret.to_owned(),
+                    token,
+                },
+                format!(
+                    "{label} in {} (shared config files: aws_access_key_id and aws_secret_access_key)",
+                    path.display()
+                ),
+            )));
+        }
+        if let Some((_, path)) = key_id.or(secret) {
+            return Err(format!(
+                "{label} in {} has only one of aws_access_key_id and aws_secret_access_key; set both",
+                path.display()
+            ));
+        }
+        if let Some((command, path)) = profile.get("credential_process") {
+            let keys = self
+                .process
+                .get_or_init(|| super::profile::run_credential_process(command))
+                .as_ref()
+                .map_err(|e| format!("{label} in {}: credential_process: {e}", path.display()))?;
+            return Ok(Some((
+                Credentials::Static {
+                    key_id: keys.key_id.clone(),
+                    secret: keys.secret.clone(),
+                    token: keys.token.clone(),
+                },
+                format!(
+                    "{label} in {} (shared config files: credential_process)",
+                    path.display()
+                ),
+            )));
+        }
+        for (key, what) in [
+            ("sso_session", "signs in with IAM Identity Center (SSO)"),
+            ("sso_start_url", "signs in with IAM Identity Center (SSO)"),
+            ("role_arn", "assumes a role"),
+        ] {
+            if let Some((_, path)) = profile.get(key) {
+                return Err(format!(
+                    "{label} in {} {what}, which spark-localizer does not do; turn it into keys first: {export}",
+                    path.display()
+                ));
+            }
+        }
+        Ok(None)
     }
 
     /// The last resort: the EC2 instance metadata service.

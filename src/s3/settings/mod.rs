@@ -11,7 +11,9 @@
 //!    (STS at `AWS_ENDPOINT_URL_STS`, else `https://sts.<region>.amazonaws.com`);
 //! 5. EKS Pod Identity: `AWS_CONTAINER_CREDENTIALS_FULL_URI` +
 //!    `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`; ECS: `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`;
-//! 6. EC2 instance metadata (the node's role).
+//! 6. the shared config files of a laptop: `~/.aws/credentials` and `~/.aws/config`,
+//!    profile `AWS_PROFILE` (static keys or `credential_process`; see [`profile`]);
+//! 7. EC2 instance metadata (the node's role).
 //!
 //! Endpoint: `fs.s3a.[bucket.<b>.]endpoint`, else `AWS_ENDPOINT_URL_S3`, else
 //! `AWS_ENDPOINT_URL`, else AWS. Region: `fs.s3a.[bucket.<b>.]endpoint.region`,
@@ -20,6 +22,7 @@
 //! else path-style for a custom endpoint (as the AWS CLI does) and virtual-hosted for AWS.
 
 mod credentials;
+pub(crate) mod profile;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,13 +41,31 @@ pub(crate) const HADOOP_PREFIX: &str = "spark.hadoop.fs.s3a.";
 
 /// Everything S3 configuration is made of: the flag, the properties file's S3A keys
 /// and a snapshot of the `AWS_*` environment.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct S3Settings {
     pub credentials_dir: Option<(PathBuf, Origin)>,
     /// `spark.hadoop.fs.s3a.*` keys as written, with their values.
     hadoop: BTreeMap<String, String>,
     properties_path: PathBuf,
     env: BTreeMap<&'static str, String>,
+    /// The shared config files' profile (read once; a problem is reported only
+    /// when the chain gets to it).
+    profile: Result<Option<profile::Profile>, String>,
+    /// What the profile's `credential_process` gave (run once, when needed).
+    process: std::sync::OnceLock<Result<profile::ProcessKeys, String>>,
+}
+
+impl Default for S3Settings {
+    fn default() -> Self {
+        S3Settings {
+            credentials_dir: None,
+            hadoop: BTreeMap::new(),
+            properties_path: PathBuf::new(),
+            env: BTreeMap::new(),
+            profile: Ok(None),
+            process: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// How requests to one bucket are signed.
@@ -93,6 +114,9 @@ pub(crate) struct BucketConfig {
     pub credentials: Credentials,
     /// Where the credentials come from (names only, never values).
     pub credential_source: String,
+    /// Each source of the credential chain, in order, and whether it is set,
+    /// used or ignored (`check`).
+    pub credential_chain: Vec<String>,
 }
 
 impl S3Settings {
@@ -135,6 +159,12 @@ impl S3Settings {
                 crate::util::redact::register_secret(v);
             }
         }
+        let files = profile::Files::locate(
+            env.get(aws::SHARED_CREDENTIALS_FILE).map(String::as_str),
+            env.get(aws::CONFIG_FILE).map(String::as_str),
+            env.get(aws::HOME).map(String::as_str),
+        );
+        let profile = profile::Profile::load(&files, env.get(aws::PROFILE).map(String::as_str));
         S3Settings {
             credentials_dir,
             hadoop,
@@ -142,6 +172,8 @@ impl S3Settings {
                 .and_then(|p| p.path().map(Path::to_owned))
                 .unwrap_or_default(),
             env,
+            profile,
+            process: std::sync::OnceLock::new(),
         }
     }
 
@@ -207,11 +239,13 @@ impl S3Settings {
             &region,
             &mut problems,
         );
-        let (credentials, credential_source) = match self.credentials(bucket) {
-            Ok(c) => c,
+        let (credentials, credential_source, credential_chain) = match self.credentials(bucket) {
+            Ok((credentials, source, winner)) => {
+                (credentials, source, self.explain(bucket, winner))
+            }
             Err(e) => {
                 problems.push(e);
-                (Credentials::Anonymous, String::new())
+                (Credentials::Anonymous, String::new(), Vec::new())
             }
         };
         if !problems.is_empty() {
@@ -227,6 +261,7 @@ impl S3Settings {
             allow_http: addressing.allow_http,
             credentials,
             credential_source,
+            credential_chain,
         })
     }
 
@@ -277,7 +312,7 @@ impl S3Settings {
     }
 
     /// The region and where it came from: the S3A key, `AWS_REGION`,
-    /// `AWS_DEFAULT_REGION`, else `us-east-1`.
+    /// `AWS_DEFAULT_REGION`, the shared profile's `region`, else `us-east-1`.
     fn region(&self, bucket: &str) -> (String, String) {
         self.hadoop(bucket, "endpoint.region")
             .map(|(v, o)| (v.to_owned(), o.to_string()))
@@ -285,6 +320,14 @@ impl S3Settings {
                 [aws::REGION, aws::DEFAULT_REGION]
                     .iter()
                     .find_map(|&n| self.env(n).map(|v| (v.to_owned(), n.to_owned())))
+            })
+            .or_else(|| {
+                let profile = self.profile.as_ref().ok()?.as_ref()?;
+                let (region, path) = profile.get("region")?;
+                Some((
+                    region.to_owned(),
+                    format!("{} in {}", profile.label(), path.display()),
+                ))
             })
             .unwrap_or_else(|| ("us-east-1".to_owned(), "default".to_owned()))
     }

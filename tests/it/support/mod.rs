@@ -347,6 +347,9 @@ impl<'a> Run<'a> {
                 cmd.env_remove(&name);
             }
         }
+        // The developer's ~/.aws/ is not the test's: HOME is the sandbox (a test
+        // may set another).
+        cmd.env("HOME", &sb.root);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
