@@ -11,6 +11,7 @@ use reqwest::header::{self, HeaderName, HeaderValue};
 use crate::util::redact::register_secret;
 
 pub(crate) mod tls;
+pub(crate) mod trail;
 
 /// Why the HTTP client could not be set up (a configuration error).
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +162,34 @@ pub(crate) fn proxied() -> bool {
         .iter()
         .filter(|v| !v.eq_ignore_ascii_case("no_proxy"))
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
+/// The hint for an `https://` URL whose server answered in plain HTTP.
+pub(crate) const PLAIN_HTTP_HINT: &str =
+    "the server answered in plain HTTP, not TLS: write the URL (or endpoint) with http://";
+
+/// Whether a TLS failure is a server answering in plain HTTP: its first bytes
+/// ("HTTP/1.1 400 ...") are not a TLS record.
+pub(crate) fn is_plain_http_answer(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return matches!(
+                tls,
+                rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+            );
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if is_plain_http_answer(inner) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
 }
 
 pub(crate) fn has_tls_cause(err: &(dyn std::error::Error + 'static)) -> bool {

@@ -3,12 +3,14 @@
 //! [`super::settings`] (credentials checked before use), and what an S3 error
 //! means ([`classify`]: the kind of fault, worded for users).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
-use object_store::client::{HttpClient, HttpConnector, HttpError};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
+};
 use object_store::path::Path as KeyPath;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 use url::Url;
@@ -54,32 +56,107 @@ pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
 pub(crate) struct Bucket {
     pub store: AmazonS3,
     pub config: BucketConfig,
+    /// The region S3 last named in an `x-amz-bucket-region` header (on a
+    /// redirect or a refusal: where the bucket really is).
+    seen_region: Arc<Mutex<Option<String>>>,
 }
 
-/// Hands object_store the HTTP source's client.
-#[derive(Debug)]
-struct Shared(reqwest::Client);
+impl Bucket {
+    /// The bucket's store, its credentials checked before use.
+    pub(crate) fn open(
+        config: BucketConfig,
+        client: &reqwest::Client,
+    ) -> object_store::Result<Bucket> {
+        Self::open_retrying(config, client, None)
+    }
 
-impl HttpConnector for Shared {
+    /// [`Bucket::open`], with object_store's own retries when `retry` is given.
+    fn open_retrying(
+        config: BucketConfig,
+        client: &reqwest::Client,
+        retry: Option<&RetryConfig>,
+    ) -> object_store::Result<Bucket> {
+        let seen_region = Arc::new(Mutex::new(None));
+        let connector = Traced {
+            client: client.clone(),
+            seen_region: seen_region.clone(),
+        };
+        let store = build(&config, &connector, retry)?;
+        Ok(Bucket {
+            store,
+            config,
+            seen_region,
+        })
+    }
+
+    /// The region S3 said the bucket is in, when it is not the configured one.
+    fn other_region(&self) -> Option<String> {
+        let seen = self.seen_region.lock().expect("lock").clone()?;
+        (seen != self.config.region).then_some(seen)
+    }
+}
+
+/// Hands object_store the HTTP source's client, every request reported to the
+/// trail ([`crate::net::trail`]) and the bucket's region noted when S3 names it.
+#[derive(Debug, Clone)]
+struct Traced {
+    client: reqwest::Client,
+    seen_region: Arc<Mutex<Option<String>>>,
+}
+
+impl HttpConnector for Traced {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(self.0.clone()))
+        Ok(HttpClient::new(self.clone()))
+    }
+}
+
+#[async_trait]
+impl HttpService for Traced {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let shown = crate::net::trail::Request::wanted().then(|| {
+            (
+                req.method().clone(),
+                req.uri().to_string(),
+                req.headers().clone(),
+            )
+        });
+        let started = std::time::Instant::now();
+        let result = HttpService::call(&self.client, req).await;
+        if let Some((method, url, headers)) = &shown {
+            let r = crate::net::trail::Request {
+                method,
+                url,
+                headers,
+                started,
+            };
+            match &result {
+                Ok(response) => r.answered(response.status(), response.headers()),
+                Err(e) => r.failed(e),
+            }
+        }
+        if let Ok(response) = &result {
+            let region = response
+                .headers()
+                .get("x-amz-bucket-region")
+                .and_then(|v| v.to_str().ok());
+            if let Some(region) = region {
+                *self.seen_region.lock().expect("lock") = Some(region.to_owned());
+            }
+        }
+        result
     }
 }
 
 /// The bucket's store, its credentials checked before use (a value that cannot
-/// go into a header would make object_store panic).
-pub(crate) fn build(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3> {
-    build_retrying(c, client, None)
-}
-
-/// [`build`], with object_store's own retries when `retry` is given.
-fn build_retrying(
+/// go into a header would make object_store panic); object_store's own retries
+/// when `retry` is given.
+fn build(
     c: &BucketConfig,
-    client: &reqwest::Client,
+    connector: &Traced,
     retry: Option<&RetryConfig>,
 ) -> object_store::Result<AmazonS3> {
     let configured = || {
-        configure(c, client).map(|b| match retry {
+        configure(c, connector).map(|b| match retry {
             Some(r) => b.with_retry(r.clone()),
             None => b,
         })
@@ -120,7 +197,7 @@ impl object_store::CredentialProvider for Checked {
     }
 }
 
-fn configure(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result<AmazonS3Builder> {
+fn configure(c: &BucketConfig, connector: &Traced) -> object_store::Result<AmazonS3Builder> {
     let retry = RetryConfig {
         max_retries: 0,
         ..RetryConfig::default()
@@ -131,7 +208,7 @@ fn configure(c: &BucketConfig, client: &reqwest::Client) -> object_store::Result
         .with_virtual_hosted_style_request(c.virtual_hosted)
         .with_allow_http(c.allow_http)
         .with_retry(retry)
-        .with_http_connector(Shared(client.clone()));
+        .with_http_connector(connector.clone());
     if let Some(endpoint) = &c.endpoint {
         b = b.with_endpoint(endpoint);
     }
@@ -334,6 +411,14 @@ fn status_of(text: &str) -> Option<u16> {
     text.get(at..at + 3)?.parse().ok()
 }
 
+/// The text of `<name>…</name>` in an error response body.
+fn tag<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let len = text[start..].find(&format!("</{name}>"))?;
+    Some(text[start..start + len].trim()).filter(|t| !t.is_empty())
+}
+
 /// A readable detail of an error response: its `<Message>` if any, else the text.
 fn detail(text: &str) -> String {
     let message = text.find("<Message>").and_then(|s| {
@@ -474,17 +559,31 @@ impl S3Failure<'_> {
             return None;
         }
         let config = &self.bucket.config;
+        // Where S3 says the bucket is: the x-amz-bucket-region header of its
+        // answer, else the <Region> of the error body.
+        let named = self.bucket.other_region().or_else(|| {
+            tag(&self.text, "Region")
+                .filter(|r| *r != config.region)
+                .map(str::to_owned)
+        });
+        let Some(region) = named else {
+            let message = format!(
+                "{}: bucket '{}' is not in region '{}' or not at {}: {}",
+                self.display_uri,
+                config.bucket,
+                config.region,
+                config.shown_endpoint,
+                detail(&self.text)
+            );
+            return Some(self.cause(FaultKind::Refused, message).with_hint(
+                "set the bucket's region with AWS_REGION or spark.hadoop.fs.s3a.endpoint.region",
+            ));
+        };
         let message = format!(
-            "{}: bucket '{}' is not in region '{}' or not at {}: {}",
-            self.display_uri,
-            config.bucket,
-            config.region,
-            config.shown_endpoint,
-            detail(&self.text)
+            "{}: bucket '{}' is in region '{region}' (so S3 says), not in '{}' ({}); set AWS_REGION={region} or spark.hadoop.fs.s3a.bucket.{}.endpoint.region={region}",
+            self.display_uri, config.bucket, config.region, config.region_origin, config.bucket
         );
-        Some(self.cause(FaultKind::Refused, message).with_hint(
-            "set the bucket's region with AWS_REGION or spark.hadoop.fs.s3a.endpoint.region",
-        ))
+        Some(self.cause(FaultKind::Refused, message))
     }
 
     /// No answer: TLS (final), else a connection fault (retried), naming the proxy
@@ -497,10 +596,12 @@ impl S3Failure<'_> {
                 "{}: TLS failure talking to {endpoint}: {}",
                 self.display_uri, self.text
             );
-            return Some(
-                self.cause(FaultKind::Tls, message)
-                    .with_hint("add the endpoint's CA with --ca-cert or SSL_CERT_FILE"),
-            );
+            let hint = if crate::net::is_plain_http_answer(http) {
+                "the endpoint answered in plain HTTP, not TLS: give it as http://… (with AWS_ALLOW_HTTP=true, or spark.hadoop.fs.s3a.connection.ssl.enabled=false)"
+            } else {
+                "add the endpoint's CA with --ca-cert or SSL_CERT_FILE"
+            };
+            return Some(self.cause(FaultKind::Tls, message).with_hint(hint));
         }
         let e = SourceError::new(
             FaultKind::Transient,
@@ -525,7 +626,16 @@ impl S3Failure<'_> {
         match self.status {
             Some(s) if s >= 500 || s == 408 || s == 429 => self.cause(
                 FaultKind::Transient,
-                format!("{}: {}", self.display_uri, detail(&self.text)),
+                format!(
+                    "{}: {} answered {s}{}: {}",
+                    self.display_uri,
+                    self.bucket.config.shown_endpoint,
+                    self.code
+                        .as_deref()
+                        .map(|c| format!(" {c}"))
+                        .unwrap_or_default(),
+                    detail(&self.text)
+                ),
             ),
             _ => self.cause(
                 FaultKind::Refused,
@@ -599,13 +709,13 @@ impl StoreBucket {
         retry: &RetryConfig,
     ) -> Result<StoreBucket, Vec<String>> {
         let config = settings.resolve(bucket)?;
-        let store = build_retrying(&config, client, Some(retry)).map_err(|e| {
+        let bucket = Bucket::open_retrying(config, client, Some(retry)).map_err(|e| {
             vec![format!(
                 "bucket '{bucket}': {}",
                 crate::util::redact::error_chain(&e)
             )]
         })?;
-        Ok(StoreBucket(Bucket { store, config }))
+        Ok(StoreBucket(bucket))
     }
 
     /// The bucket's client.

@@ -80,7 +80,10 @@ impl HttpSource {
                     request = request.header(header::AUTHORIZATION, basic.clone());
                 }
             }
-            let response = request.send().await.map_err(|e| transport_error(uri, e))?;
+            let request = request.build().map_err(|e| transport_error(uri, e))?;
+            let response = crate::net::trail::execute(&self.client, request)
+                .await
+                .map_err(|e| transport_error(uri, e))?;
             if !response.status().is_redirection() {
                 let moved = (current != start).then_some(current);
                 return Ok((response, moved));
@@ -327,8 +330,11 @@ fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
         FaultKind::Transient
     };
     let connect = err.is_connect();
+    let plain = kind == FaultKind::Tls && crate::net::is_plain_http_answer(&err);
     let error = SourceError::new(kind, shown.to_owned()).with_source(err);
-    if kind == FaultKind::Tls {
+    if plain {
+        error.with_hint(crate::net::PLAIN_HTTP_HINT)
+    } else if kind == FaultKind::Tls {
         error.with_hint(
             "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE",
         )

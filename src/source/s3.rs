@@ -17,7 +17,7 @@ use url::Url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 use crate::s3::client::locate;
-use crate::s3::client::{build, classify, credentials, find_cause, root_cause, Bucket};
+use crate::s3::client::{classify, credentials, find_cause, root_cause, Bucket};
 use crate::s3::settings::S3Settings;
 
 pub(crate) struct S3Source {
@@ -38,9 +38,9 @@ impl S3Source {
                 continue;
             }
             match settings.resolve(bucket) {
-                Ok(config) => match build(&config, client) {
-                    Ok(store) => {
-                        out.insert(bucket.to_owned(), Bucket { store, config });
+                Ok(config) => match Bucket::open(config, client) {
+                    Ok(opened) => {
+                        out.insert(bucket.to_owned(), opened);
                     }
                     Err(e) => problems.push(format!(
                         "bucket '{bucket}': {}",

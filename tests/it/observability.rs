@@ -146,3 +146,63 @@ fn http_proxy_from_the_environment_is_used() {
         .expect_code(3);
     assert_eq!(proxy.gets("http://artifacts.invalid/lib/a.jar").len(), 1);
 }
+
+/// Issue 15: `-v` shows the request trail (method, URL with secrets masked, the
+/// range asked for, status, time), next to the retry decisions; `-vv` adds the
+/// answer's headers that decide a transfer. Before, `-v` added at most a line.
+#[test]
+fn verbose_shows_the_request_trail() {
+    let server = FaultServer::start();
+    let body = data(41, 5000);
+    server.put("/a.jar", body.clone());
+    server.on("/a.jar", 1, Fault::Status(503));
+    let sb = Sandbox::new();
+    let url = server.url("/a.jar?token=hunter2-secret");
+    let out = sb.fetch().global(["-v"]).args(["--jars", &url]).run();
+    out.expect_code(0)
+        .expect_stderr(&format!(
+            "GET {} -> 503 Service Unavailable in",
+            server.url("/a.jar?token=***")
+        ))
+        .expect_stderr("retrying in")
+        .expect_stderr(&format!(
+            "GET {} -> 200 OK in",
+            server.url("/a.jar?token=***")
+        ));
+    assert!(!out.stderr.contains("hunter2"), "{out}");
+
+    let sb = Sandbox::new();
+    let out = sb.fetch().global(["-vv"]).args(["--jars", &url]).run();
+    out.expect_code(0)
+        .expect_stderr(&format!("[content-length: {}", body.len()))
+        .expect_stderr("etag: ");
+
+    // Without -v, no trail.
+    let sb = Sandbox::new();
+    let out = sb.fetch().args(["--jars", &url]).run();
+    assert!(!out.stderr.contains("GET "), "{out}");
+}
+
+/// Issue 15: `https://` at a plain-HTTP server says so, instead of suggesting a CA.
+#[test]
+fn https_at_a_plain_http_server_says_so() {
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}/a.jar", plain.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in plain.incoming().take(4) {
+            let Ok(mut conn) = conn else { continue };
+            let mut hello = [0u8; 512];
+            let _ = std::io::Read::read(&mut conn, &mut hello);
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let sb = Sandbox::new();
+    let out = sb.fetch().args(["--jars", &url]).run();
+    out.expect_code(3).expect_stderr(
+        "the server answered in plain HTTP, not TLS: write the URL (or endpoint) with http://",
+    );
+    assert!(!out.stderr.contains("--ca-cert"), "{out}");
+}

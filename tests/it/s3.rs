@@ -680,3 +680,70 @@ fn the_shared_config_files_of_a_laptop_are_read_and_explained() {
     out.expect_code(2)
         .expect_stderr("AWS_PROFILE=nope: no such profile");
 }
+
+/// Issue 15, S3 errors that say what to do: the region S3 names for a bucket
+/// (`x-amz-bucket-region` on its 301), a throttled or failing server with its
+/// status, error code and endpoint, and `https` at a plain-HTTP endpoint.
+#[test]
+fn s3_errors_name_the_region_the_status_and_the_scheme() {
+    let server = crate::support::FaultServer::start();
+    server.always(
+        "/bkt/moved.jar",
+        crate::support::Fault::StatusBody(
+            301,
+            vec![("x-amz-bucket-region".into(), "eu-west-1".into())],
+            "<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message></Error>".into(),
+        ),
+    );
+    server.always(
+        "/bkt/slow.jar",
+        crate::support::Fault::StatusBody(
+            503,
+            vec![],
+            "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>".into(),
+        ),
+    );
+    let endpoint = server.url("");
+    let sb = Sandbox::new();
+    let fetch = |run: crate::support::Run<'_>, endpoint: &str, jar: &str| {
+        run.env("AWS_ACCESS_KEY_ID", "AKIDTEST")
+            .env("AWS_SECRET_ACCESS_KEY", "secret-for-the-test")
+            .env("AWS_ENDPOINT_URL", endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .args(["--retries", "1", "--jars", jar])
+            .run()
+    };
+    let moved = "bucket 'bkt' is in region 'eu-west-1' (so S3 says), not in 'us-east-1' (default); set AWS_REGION=eu-west-1";
+    let out = fetch(sb.fetch(), &endpoint, "s3a://bkt/moved.jar");
+    out.expect_code(3).expect_stderr(moved);
+    assert_eq!(server.gets("/bkt/moved.jar").len(), 1, "retried? {out}");
+    let out = fetch(sb.check(), &endpoint, "s3a://bkt/moved.jar");
+    out.expect_code(3);
+    assert!(out.stdout.contains(moved), "{out}");
+
+    let out = fetch(sb.fetch(), &endpoint, "s3a://bkt/slow.jar");
+    out.expect_code(3)
+        .expect_stderr("answered 503 SlowDown: Please reduce your request rate.")
+        .expect_stderr(&format!("{endpoint} (path-style"))
+        .expect_stderr("(after 2 attempts)");
+
+    // A plain HTTP server answers a TLS handshake with an HTTP 400, as nginx,
+    // SeaweedFS and MinIO do.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let https = format!("https://{}", plain.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in plain.incoming().take(4) {
+            let Ok(mut conn) = conn else { continue };
+            let mut hello = [0u8; 512];
+            let _ = std::io::Read::read(&mut conn, &mut hello);
+            let _ = std::io::Write::write_all(
+                &mut conn,
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let out = fetch(sb.fetch(), &https, "s3a://bkt/moved.jar");
+    out.expect_code(3)
+        .expect_stderr("answered in plain HTTP, not TLS");
+    assert!(!out.stderr.contains("--ca-cert"), "{out}");
+}

@@ -25,6 +25,8 @@ pub enum Fault {
     Status(u16),
     /// As `Status`, with these extra headers (e.g. `Retry-After`).
     StatusWith(u16, Vec<(String, String)>),
+    /// As `StatusWith`, with this body (e.g. an S3 error document).
+    StatusBody(u16, Vec<(String, String)>, String),
     /// Send the headers and the first K body bytes, then reset the connection (RST).
     ResetAfter(usize),
     /// Announce the full Content-Length, send only K body bytes, then close cleanly.
@@ -376,6 +378,11 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
         Some(Fault::Status(code)) => return text(*code, "injected fault\n"),
         Some(Fault::StatusWith(code, extra)) => {
             let mut r = text(*code, "injected fault\n");
+            r.headers.extend(extra.iter().cloned());
+            return r;
+        }
+        Some(Fault::StatusBody(code, extra, body)) => {
+            let mut r = text(*code, body);
             r.headers.extend(extra.iter().cloned());
             return r;
         }
