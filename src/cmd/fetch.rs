@@ -184,13 +184,23 @@ fn staging_source(settings: &Settings, plan: &Plan) -> Result<StagingSource, Vec
                     ));
                 }
             }
-            Err(why) => problems.push(format!(
-                "invalid {}: the secret of {} (file from {}): {why}; mount the Secret key {key} there, or name the file with --staging-{}-secret-file",
-                a.origin,
-                a.display_uri,
-                secret.origin,
-                if a.kind == plan::Kind::Jar { "jars" } else { "files" }
-            )),
+            Err(why) => {
+                let flag = if a.kind == plan::Kind::Jar {
+                    "--staging-jars-secret-file"
+                } else {
+                    "--staging-files-secret-file"
+                };
+                let from = match secret.origin {
+                    crate::origin::Origin::Default => format!("{flag} (default)"),
+                    ref given => given.to_string(),
+                };
+                problems.push(format!(
+                    "invalid {from}: {why}; it holds the secret of {} ({}): mount the Secret key {key} at {}, or name the file with {flag}",
+                    a.display_uri,
+                    a.origin,
+                    secret.value.display()
+                ))
+            }
         }
     }
     if problems.is_empty() {

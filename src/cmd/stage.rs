@@ -42,7 +42,10 @@ pub(crate) async fn upload(args: &UploadArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            error!("{}", error_chain(&e));
+            match e.hint() {
+                Some(hint) => error!("{} (hint: {hint})", error_chain(&e)),
+                None => error!("{}", error_chain(&e)),
+            }
             match e.kind() {
                 UploadErrorKind::Usage => ExitCode::Config,
                 UploadErrorKind::Server => ExitCode::Fetch,

@@ -164,6 +164,27 @@ pub(crate) fn proxied() -> bool {
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
+/// The hint for a failed TLS handshake (fetch and stage upload alike).
+pub(crate) const TLS_HINT: &str =
+    "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE";
+
+/// What to do about a transport failure: a TLS problem (a plain-HTTP answer, an
+/// untrusted certificate) or a refused connection through a proxy.
+pub(crate) fn transport_hint(
+    err: &(dyn std::error::Error + 'static),
+    connect: bool,
+) -> Option<&'static str> {
+    if is_plain_http_answer(err) {
+        Some(PLAIN_HTTP_HINT)
+    } else if has_tls_cause(err) {
+        Some(TLS_HINT)
+    } else if connect && proxied() {
+        Some(PROXY_HINT)
+    } else {
+        None
+    }
+}
+
 /// The hint for an `https://` URL whose server answered in plain HTTP.
 pub(crate) const PLAIN_HTTP_HINT: &str =
     "the server answered in plain HTTP, not TLS: write the URL (or endpoint) with http://";

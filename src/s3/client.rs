@@ -543,7 +543,7 @@ impl S3Failure<'_> {
         );
         Some(
             self.cause(FaultKind::Auth, message).with_hint(
-                "`spark-localizer check` shows which S3 credential source is used and why",
+                "the first credential source set is used (see the S3 credential chain); make sure it is the one meant, and that it may read the object",
             ),
         )
     }

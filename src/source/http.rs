@@ -17,7 +17,7 @@ use reqwest::{Method, Response, StatusCode};
 use url::Url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
-use crate::net::{has_tls_cause, proxied, HttpConfig, HttpSetupError, PROXY_HINT};
+use crate::net::{has_tls_cause, HttpConfig, HttpSetupError};
 use crate::util::redact::{redact_url, register_secret};
 
 /// Redirects followed before giving up.
@@ -329,18 +329,10 @@ fn transport_error_shown(shown: &str, err: reqwest::Error) -> SourceError {
         // truncated body), is_decode: the network let us down; try again.
         FaultKind::Transient
     };
-    let connect = err.is_connect();
-    let plain = kind == FaultKind::Tls && crate::net::is_plain_http_answer(&err);
+    let hint = crate::net::transport_hint(&err, err.is_connect());
     let error = SourceError::new(kind, shown.to_owned()).with_source(err);
-    if plain {
-        error.with_hint(crate::net::PLAIN_HTTP_HINT)
-    } else if kind == FaultKind::Tls {
-        error.with_hint(
-            "the TLS handshake failed: trust the server's CA with --ca-cert or SSL_CERT_FILE",
-        )
-    } else if connect && proxied() {
-        error.with_hint(PROXY_HINT)
-    } else {
-        error
+    match hint {
+        Some(hint) => error.with_hint(hint),
+        None => error,
     }
 }

@@ -263,7 +263,9 @@ fn flags_env_and_staging_uris_with_a_wrong_secret_or_unknown_id() {
         .args(["--staging-jars-secret-file", &s(&sb.root.join("missing"))])
         .run()
         .expect_code(2)
-        .expect_stderr("downloadSubmittedJarsSecret");
+        .expect_stderr("downloadSubmittedJarsSecret")
+        // Issue 15: the secret file's flag is named, not the bundle id's.
+        .expect_stderr("invalid --staging-jars-secret-file: cannot read");
     sb.fetch()
         .args(["--staging-uri", "ftp://x", "--staging-jars-id", &id])
         .run()
@@ -347,6 +349,20 @@ fn tls_staging_server_with_the_staging_ca() {
     let ca = work.path().join("ca.pem");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
     let jars = write_files(&work.path().join("up"), &[("tls.jar", &data(4, 70_000))]);
+    // Issue 15: without the CA, stage upload gives fetch's hint.
+    let untrusted = Command::new(BIN)
+        .args(["stage", "upload", "--server"])
+        .arg(format!("https://{}", stage.addr))
+        .arg(&jars[0])
+        .env_remove("SSL_CERT_FILE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&untrusted.stderr);
+    assert_eq!(untrusted.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("trust the server's CA with --ca-cert or SSL_CERT_FILE"),
+        "{stderr}"
+    );
     let out = Command::new(BIN)
         .args([
             "stage",

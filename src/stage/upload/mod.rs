@@ -96,6 +96,17 @@ pub(crate) enum UploadErrorKind {
 }
 
 impl UploadError {
+    /// What to do about it, where there is something to say (the same hints as
+    /// `fetch` for TLS and proxies).
+    pub(crate) fn hint(&self) -> Option<&'static str> {
+        match self {
+            UploadError::Unreachable { source, .. } => {
+                crate::net::transport_hint(source, source.is_connect())
+            }
+            _ => None,
+        }
+    }
+
     /// What sort of failure this is.
     pub(crate) fn kind(&self) -> UploadErrorKind {
         match self {
