@@ -168,6 +168,8 @@ pub(crate) mod hadoop {
     pub(crate) const HOME: &str = "HADOOP_HOME";
     /// A Hadoop delegation-token file (`Credentials` storage), as a Secret mounts it.
     pub(crate) const TOKEN_FILE_LOCATION: &str = "HADOOP_TOKEN_FILE_LOCATION";
+    /// The user of simple authentication (else the OS user), as hdfs-native reads it.
+    pub(crate) const USER_NAME: &str = "HADOOP_USER_NAME";
     /// The Kerberos ticket cache (the glibc image variant only).
     // Read by hdfs-native (libgssapi) only; named here for docs/reference/environment.md.
     #[allow(dead_code)]

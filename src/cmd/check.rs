@@ -28,6 +28,10 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     // A probe gets a connect and a stall timeout, never more than the deadline.
     let timeout =
         (settings.http.connect_timeout + settings.stall_timeout).min(settings.deadline.value);
+    let inspected = sources.inspect(timeout).await;
+    if !inspected.is_empty() {
+        out(&format!("servers:\n{}\n", inspected.join("\n")));
+    }
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     out(&text);
     if failed == 0 {

@@ -127,6 +127,14 @@ pub(crate) trait Source: Send + Sync {
     fn describe(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// What `check` learns by asking the source's servers, beyond each
+    /// artifact's probe (e.g. which NameNode of a nameservice answers): lines
+    /// as [`Source::describe`] gives them, each call within `limit`. Nothing by
+    /// default.
+    async fn inspect(&self, _limit: std::time::Duration) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// One instance of every source, shared by all transfers (one connection pool per source).
@@ -169,6 +177,12 @@ impl Sources {
             .iter()
             .flat_map(|source| source.describe())
             .collect()
+    }
+
+    /// What every source learns by asking its servers (see [`Source::inspect`]).
+    pub(crate) async fn inspect(&self, limit: std::time::Duration) -> Vec<String> {
+        // Only HDFS has anything to say so far.
+        self.hdfs.inspect(limit).await
     }
 
     /// The source serving `scheme`; `None` for `local://`, which is never fetched.

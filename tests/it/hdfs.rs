@@ -305,6 +305,11 @@ fn token_files_are_checked_before_use() {
 /// A Writable token file (Hadoop's `Credentials.writeTokenStorageFile`) with one
 /// HDFS delegation token.
 fn token_file(service: &str) -> Vec<u8> {
+    token_file_until(service, 4_100_000_000_000)
+}
+
+/// [`token_file`], renewable until `max_date_ms`.
+fn token_file_until(service: &str, max_date_ms: i64) -> Vec<u8> {
     fn vlong(out: &mut Vec<u8>, v: i64) {
         if (-112..=127).contains(&v) {
             out.push(v as u8);
@@ -332,7 +337,7 @@ fn token_file(service: &str) -> Vec<u8> {
     for s in ["spark", "yarn", ""] {
         text(&mut id, s);
     }
-    for v in [1_700_000_000_000i64, 4_100_000_000_000, 7, 3] {
+    for v in [1_500_000_000_000i64, max_date_ms, 7, 3] {
         vlong(&mut id, v);
     }
     let mut out = b"HDTS\0".to_vec();
@@ -481,4 +486,154 @@ fn viewfs_resolves_through_the_mount_table() {
         .run()
         .expect_code(0);
     assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), jar);
+}
+
+/// Issue 15, `check` for HDFS: the user the NameNode sees and where it comes
+/// from; a token file without a token for the cluster, or with one past its max
+/// date, is warned about (by fetch too).
+#[test]
+fn check_shows_the_hdfs_user_and_warns_about_unusable_tokens() {
+    let sb = Sandbox::new();
+    let jar = data(48, 1000);
+    let Some(hdfs) = TestHdfs::start(json!({
+        "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
+        "datanodes": three_datanodes(),
+        "checksum": "CRC32C",
+        "bytes_per_checksum": 512,
+        "files": [{"path": "/a.jar", "source": s(&source(&sb, "a.jar", &jar)), "block_size": 1 << 20}],
+    })) else {
+        return;
+    };
+    let uri = format!("{}/a.jar", hdfs.url());
+    let service = hdfs.url().trim_start_matches("hdfs://").to_owned();
+
+    let out = sb
+        .check()
+        .env("HADOOP_USER_NAME", "alice")
+        .args(["--jars", &uri])
+        .run();
+    out.expect_code(0);
+    assert!(
+        out.stdout
+            .contains("user           alice (HADOOP_USER_NAME; simple authentication)"),
+        "{out}"
+    );
+
+    let good = sb.write("good", token_file(&service));
+    let out = sb
+        .check()
+        .env("HADOOP_TOKEN_FILE_LOCATION", &s(&good))
+        .args(["--jars", &uri])
+        .run();
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains(&format!(
+            "user           spark (the HDFS delegation token for {service})"
+        )),
+        "{out}"
+    );
+    assert!(!out.stdout.contains("warning"), "{out}");
+
+    let other = sb.write("other", token_file("ha-hdfs:elsewhere"));
+    let out = sb
+        .check()
+        .env("HADOOP_TOKEN_FILE_LOCATION", &s(&other))
+        .args(["--jars", &uri])
+        .run();
+    assert!(
+        out.stdout.contains(&format!(
+            "warning        HADOOP_TOKEN_FILE_LOCATION holds no HDFS delegation token for {} (its HDFS tokens are for: ha-hdfs:elsewhere)",
+            hdfs.url()
+        )),
+        "{out}"
+    );
+
+    let expired = sb.write("expired", token_file_until(&service, 1_600_000_000_000));
+    let out = sb
+        .check()
+        .env("HADOOP_TOKEN_FILE_LOCATION", &s(&expired))
+        .args(["--jars", &uri])
+        .run();
+    let warning = format!(
+        "the HDFS delegation token for {service} passed its max date (2020-09-13T12:26:40Z)"
+    );
+    assert!(out.stdout.contains(&warning), "{out}");
+    let out = sb
+        .fetch()
+        .env("HADOOP_TOKEN_FILE_LOCATION", &s(&expired))
+        .args(["--jars", &uri])
+        .run();
+    out.expect_stderr(&warning);
+}
+
+/// Issue 15, `check` for HDFS: each NameNode of a nameservice is asked directly,
+/// so the one that answers, the standby and the dead one are told apart.
+#[test]
+fn check_says_which_namenode_answers() {
+    let sb = Sandbox::new();
+    let jar = data(49, 1000);
+    let Some(hdfs) = ha_cluster(&sb, "standby", &jar) else {
+        return;
+    };
+    let conf = hdfs.write_hadoop_conf(&sb.root.join("hadoop-conf"));
+    let out = sb
+        .check()
+        .args([
+            "--hadoop-conf-dir",
+            &s(&conf),
+            "--jars",
+            "hdfs://ns1/libs/a.jar",
+        ])
+        .run();
+    out.expect_code(0);
+    for line in [
+        format!("namenode nn1   {}: standby", hdfs.namenode_addr(0)),
+        format!("namenode nn2   {}: answers (active)", hdfs.namenode_addr(1)),
+    ] {
+        assert!(out.stdout.contains(&line), "{line}\n{out}");
+    }
+    let sb = Sandbox::new();
+    let Some(hdfs) = ha_cluster(&sb, "down", &jar) else {
+        return;
+    };
+    let conf = hdfs.write_hadoop_conf(&sb.root.join("hadoop-conf"));
+    let out = sb
+        .check()
+        .args([
+            "--hadoop-conf-dir",
+            &s(&conf),
+            "--jars",
+            "hdfs://ns1/libs/a.jar",
+        ])
+        .run();
+    out.expect_code(0);
+    let line = format!("namenode nn1   {}: does not answer", hdfs.namenode_addr(0));
+    assert!(out.stdout.contains(&line), "{line}\n{out}");
+}
+
+/// Issue 15: a block no DataNode can serve is named, with the DataNodes tried
+/// and why each failed.
+#[test]
+fn a_block_no_datanode_serves_is_named_with_the_datanodes_tried() {
+    let sb = Sandbox::new();
+    let jar = data(50, 1_500_000);
+    let Some(hdfs) = TestHdfs::start(json!({
+        "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
+        "datanodes": [{"id": "dn1", "port": 0, "down": true}, {"id": "dn2", "port": 0, "down": true}],
+        "checksum": "CRC32C",
+        "bytes_per_checksum": 512,
+        "files": [{"path": "/a.jar", "source": s(&source(&sb, "a.jar", &jar)), "block_size": 1 << 20}],
+    })) else {
+        return;
+    };
+    let out = sb
+        .fetch()
+        .args(["--retries", "1", "--jars", &format!("{}/a.jar", hdfs.url())])
+        .run();
+    out.expect_code(3).expect_stderr(&format!(
+        "block 0 (bytes 0-1048575): no DataNode holding it could serve it (tried {} (ConnectionRefused), {} (ConnectionRefused))",
+        hdfs.datanode_addr("dn1"),
+        hdfs.datanode_addr("dn2")
+    ));
+    assert!(!sb.jar("a.jar").exists());
 }

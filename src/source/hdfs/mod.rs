@@ -81,6 +81,13 @@ struct Cluster {
     client: Client,
     /// The nameservice and its NameNodes, for error messages.
     namenodes: Vec<(String, String)>,
+    /// The user the NameNode sees, and where that comes from (`check`).
+    user: String,
+    /// What is wrong with the credentials for it (warned once, shown by `check`).
+    notes: Vec<String>,
+    /// The configuration overrides its client was built with (for `check`'s
+    /// direct questions to each NameNode).
+    config: BTreeMap<String, String>,
 }
 
 #[derive(Default)]
@@ -170,50 +177,25 @@ impl HdfsSource {
                     ));
                 }
             }
-            // hdfs-native fails over 15 times with sleeps growing to 15 s (minutes
-            // against a dead NameNode): a few quick rounds, then the engine's
-            // retries and deadline take over, with the real error in hand.
-            let mut config = settings.conf.overrides.clone();
-            for (key, value) in [
-                ("dfs.client.failover.max.attempts", "3"),
-                ("dfs.client.failover.sleep.base.millis", "200"),
-                ("dfs.client.failover.sleep.max.millis", "1000"),
-            ] {
-                if settings.conf.get(key).is_none() {
-                    config.insert(key.to_owned(), value.to_owned());
-                }
-            }
-            let mut builder = ClientBuilder::new()
-                .with_url(key.clone())
-                .with_config(config);
-            if let Some((dir, _)) = &settings.conf.dir {
-                builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
-            }
-            match builder.build() {
-                Ok(client) => {
-                    let namenodes = settings.conf.namenodes(uri.host_str().unwrap_or_default());
-                    clusters.insert(key, Cluster { client, namenodes });
-                }
-                Err(e) => {
-                    let mut text = format!("{key}: {}", describe(&e));
-                    if text.contains("No NameNode hosts found") {
-                        let conf = settings.conf.dir.as_ref().map_or(
-                            "none found: give --hadoop-conf-dir or HADOOP_CONF_DIR".to_owned(),
-                            |(d, o)| format!("{} from {o}", d.display()),
-                        );
-                        text.push_str(&format!(
-                            " ('{}' is neither host:port nor a nameservice of the Hadoop configuration ({conf}); set dfs.nameservices, dfs.ha.namenodes.<ns> and dfs.namenode.rpc-address.<ns>.<nn>, or write hdfs://host:port/path)",
-                            uri.host_str().unwrap_or_default()
-                        ));
+            match client_for(settings, &key, host) {
+                Ok((client, config)) => {
+                    let namenodes = settings.conf.namenodes(host);
+                    let (user, notes) = who(&key, host, uri.port(), is_service, tokens, kerberos);
+                    for note in &notes {
+                        tracing::warn!("{note}");
                     }
-                    if text.contains("fallback mount") {
-                        text.push_str(&format!(
-                            " (set fs.viewfs.mounttable.{}.linkFallback in core-site.xml or spark.hadoop.*)",
-                            uri.host_str().unwrap_or_default()
-                        ));
-                    }
-                    problems.push(text)
+                    clusters.insert(
+                        key,
+                        Cluster {
+                            client,
+                            namenodes,
+                            user,
+                            notes,
+                            config,
+                        },
+                    );
                 }
+                Err(text) => problems.push(text),
             }
         }
         if !needs_kerberos.is_empty() && !kerberos_available() {
@@ -291,6 +273,143 @@ impl HdfsSource {
     }
 }
 
+/// The client of cluster `key` (whose URI host is `host`) and the configuration
+/// overrides it was built with; or why it cannot be built.
+fn client_for(
+    settings: &HdfsSettings,
+    key: &str,
+    host: &str,
+) -> Result<(Client, BTreeMap<String, String>), String> {
+    // hdfs-native fails over 15 times with sleeps growing to 15 s (minutes
+    // against a dead NameNode): a few quick rounds, then the engine's
+    // retries and deadline take over, with the real error in hand.
+    let mut config = settings.conf.overrides.clone();
+    for (name, value) in [
+        ("dfs.client.failover.max.attempts", "3"),
+        ("dfs.client.failover.sleep.base.millis", "200"),
+        ("dfs.client.failover.sleep.max.millis", "1000"),
+    ] {
+        if settings.conf.get(name).is_none() {
+            config.insert(name.to_owned(), value.to_owned());
+        }
+    }
+    let mut builder = ClientBuilder::new()
+        .with_url(key.to_owned())
+        .with_config(config.clone());
+    if let Some((dir, _)) = &settings.conf.dir {
+        builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
+    }
+    let e = match builder.build() {
+        Ok(client) => return Ok((client, config)),
+        Err(e) => e,
+    };
+    let mut text = format!("{key}: {}", describe(&e));
+    if text.contains("No NameNode hosts found") {
+        let conf = settings.conf.dir.as_ref().map_or(
+            "none found: give --hadoop-conf-dir or HADOOP_CONF_DIR".to_owned(),
+            |(d, o)| format!("{} from {o}", d.display()),
+        );
+        text.push_str(&format!(
+            " ('{host}' is neither host:port nor a nameservice of the Hadoop configuration ({conf}); set dfs.nameservices, dfs.ha.namenodes.<ns> and dfs.namenode.rpc-address.<ns>.<nn>, or write hdfs://host:port/path)"
+        ));
+    }
+    if text.contains("fallback mount") {
+        text.push_str(&format!(
+            " (set fs.viewfs.mounttable.{host}.linkFallback in core-site.xml or spark.hadoop.*)"
+        ));
+    }
+    Err(text)
+}
+
+/// The user the NameNode of cluster `key` will see and where it comes from, and
+/// what is wrong with the delegation tokens for it: none for this cluster while
+/// the file holds others, or one past its max date.
+fn who(
+    key: &str,
+    host: &str,
+    port: Option<u16>,
+    is_service: bool,
+    tokens: &[token::TokenInfo],
+    kerberos: bool,
+) -> (String, Vec<String>) {
+    let mut notes = Vec::new();
+    let token = tokens.iter().find(|t| t.serves(host, port, is_service));
+    let user = match (token, kerberos) {
+        (Some(t), _) => format!(
+            "{} (the HDFS delegation token for {})",
+            t.owner.as_deref().unwrap_or("?"),
+            t.service
+        ),
+        (None, true) => "the principal of the Kerberos ticket cache (KRB5CCNAME)".to_owned(),
+        (None, false) => match std::env::var(crate::env_vars::hadoop::USER_NAME) {
+            Ok(user) if !user.is_empty() => format!(
+                "{user} ({}; simple authentication)",
+                crate::env_vars::hadoop::USER_NAME
+            ),
+            _ => format!(
+                "{} (the OS user; simple authentication)",
+                whoami::username().unwrap_or_else(|_| "unknown".to_owned())
+            ),
+        },
+    };
+    let hdfs_tokens: Vec<&str> = tokens
+        .iter()
+        .filter(|t| t.is_hdfs())
+        .map(|t| t.service.as_str())
+        .collect();
+    if token.is_none() && !tokens.is_empty() {
+        notes.push(format!(
+            "{TOKEN_FILE_VAR} holds no HDFS delegation token for {key} (its HDFS tokens are for: {}); the NameNode will see {user}",
+            if hdfs_tokens.is_empty() {
+                "none".to_owned()
+            } else {
+                hdfs_tokens.join(", ")
+            }
+        ));
+    }
+    if let Some((t, max)) = token.and_then(|t| Some((t, t.max_date_ms?))) {
+        if max > 0 && (max as u64) < crate::util::time::now_ms() {
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(max as u64);
+            notes.push(format!(
+                "the HDFS delegation token for {} passed its max date ({}): the NameNode refuses it; the job's tokens must be obtained again (a keytab lets Spark do so: spark.kerberos.keytab and spark.kerberos.principal)",
+                t.service,
+                humantime::format_rfc3339_seconds(when)
+            ));
+        }
+    }
+    (user, notes)
+}
+
+/// How NameNode `addr` of `cluster` answers a read (`getFileInfo /`) asked
+/// directly: active, standby, or not at all.
+async fn namenode_state(cluster: &Cluster, addr: &str, limit: std::time::Duration) -> String {
+    let client = ClientBuilder::new()
+        .with_url(format!("hdfs://{addr}"))
+        .with_config(cluster.config.clone())
+        .build();
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => return format!("cannot ask it: {}", describe(&e)),
+    };
+    match tokio::time::timeout(limit, client.get_file_info("/")).await {
+        Err(_) => format!(
+            "no answer within {}",
+            crate::util::duration::format_duration(limit)
+        ),
+        Ok(Ok(_) | Err(HdfsError::FileNotFound(_))) => "answers (active)".to_owned(),
+        Ok(Err(HdfsError::RPCError(class, _) | HdfsError::FatalRPCError(class, _)))
+            if class.ends_with("StandbyException") =>
+        {
+            "standby".to_owned()
+        }
+        Ok(Err(e)) if fault_of(&e) == FaultKind::Auth => format!(
+            "cannot be asked directly with these credentials (delegation tokens name the nameservice): {}",
+            describe(&e)
+        ),
+        Ok(Err(e)) => format!("does not answer: {}", describe(&e)),
+    }
+}
+
 /// A file's version: its length and modification time.
 fn validator(status: &hdfs_native::client::FileStatus) -> String {
     format!("{}-{}", status.length, status.modification_time)
@@ -327,8 +446,21 @@ impl Source for HdfsSource {
                 .read_range_stream(start as usize, (end - start) as usize)
                 .boxed(),
         );
+        // Where the read is (for naming the block that failed).
+        let (mut at, block_size) = (start, status.blocksize.filter(|&b| b > 0));
         let stream = futures_util::stream::poll_fn(move |cx| {
             let item = watched.poll_next_unpin(cx);
+            if let std::task::Poll::Ready(Some(Ok(chunk))) = &item {
+                at += chunk.len() as u64;
+            }
+            let block = block_size.map(|b| {
+                let n = at / b;
+                format!(
+                    " block {n} (bytes {}-{}):",
+                    n * b,
+                    ((n + 1) * b).min(size) - 1
+                )
+            });
             item.map(|next| {
                 next.map(|r| {
                     r.map_err(|e| match &e {
@@ -351,9 +483,18 @@ impl Source for HdfsSource {
                                     format!("{shown}: corrupt replicas (checksum mismatch) and no good one left for this reader; trying again with a fresh list of DataNodes"),
                                 )
                             } else {
+                                let tried = watched.failed_datanodes();
                                 SourceError::new(
                                     FaultKind::Transient,
-                                    format!("{shown}: no DataNode holding a block could serve it"),
+                                    format!(
+                                        "{shown}:{} no DataNode holding it could serve it{}",
+                                        block.as_deref().unwrap_or(" a block:"),
+                                        if tried.is_empty() {
+                                            String::new()
+                                        } else {
+                                            format!(" (tried {})", tried.join(", "))
+                                        }
+                                    ),
                                 )
                             }
                         }
@@ -397,6 +538,23 @@ impl Source for HdfsSource {
         true
     }
 
+    /// Each NameNode of each nameservice, asked directly: which one answers
+    /// (active), which is standby, which cannot be reached.
+    async fn inspect(&self, limit: std::time::Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (key, cluster) in &self.clusters {
+            if cluster.namenodes.is_empty() {
+                continue;
+            }
+            lines.push(format!("  hdfs cluster     {key}"));
+            for (id, addr) in &cluster.namenodes {
+                let state = namenode_state(cluster, addr, limit).await;
+                lines.push(format!("    namenode {id:<6}{addr}: {state}"));
+            }
+        }
+        lines
+    }
+
     /// The Hadoop configuration directory used, and every cluster: its NameNodes
     /// and how the client authenticates.
     fn describe(&self) -> Vec<String> {
@@ -415,9 +573,14 @@ impl Source for HdfsSource {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            let notes: String = cluster
+                .notes
+                .iter()
+                .map(|n| format!("\n    warning        {n}"))
+                .collect();
             format!(
-                "  hdfs cluster     {key}\n    namenodes      {namenodes}\n    auth           {}",
-                self.auth
+                "  hdfs cluster     {key}\n    namenodes      {namenodes}\n    auth           {}\n    user           {}{notes}",
+                self.auth, cluster.user
             )
         });
         conf_dir.chain(clusters).collect()

@@ -72,6 +72,51 @@ impl<S: Stream + Unpin> Watched<S> {
     pub(crate) fn saw_checksum_errors(&self) -> bool {
         self.seen.iter().any(|m| m.contains("ChecksumError"))
     }
+
+    /// The DataNodes that failed, each with why: `ip:port (reason)`.
+    pub(crate) fn failed_datanodes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for line in &self.seen {
+            let Some(node) = datanode_of(line) else {
+                continue;
+            };
+            let why = line
+                .rsplit_once("}: ")
+                .map(|(_, why)| short_reason(why))
+                .unwrap_or_else(|| short_reason(line));
+            let entry = format!("{node} ({why})");
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+        }
+        out
+    }
+}
+
+/// `ip:xfer_port` of the `DatanodeIdProto { ip_addr: "…", …, xfer_port: N, … }`
+/// hdfs-native's warnings print.
+fn datanode_of(line: &str) -> Option<String> {
+    let ip = line.split("ip_addr: \"").nth(1)?.split('"').next()?;
+    let port = line
+        .split("xfer_port: ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?;
+    Some(format!("{ip}:{port}"))
+}
+
+/// The gist of a Debug-printed error: the `kind` of an I/O error, else the
+/// text cut short.
+fn short_reason(why: &str) -> String {
+    if let Some(kind) = why.split("kind: ").nth(1) {
+        let kind = kind.split([',', ' ', '}']).next().unwrap_or(kind);
+        return kind.to_owned();
+    }
+    let why = why.trim();
+    match why.char_indices().nth(120) {
+        Some((at, _)) => format!("{}…", &why[..at]),
+        None => why.to_owned(),
+    }
 }
 
 impl<S: Stream + Unpin> Stream for Watched<S> {
@@ -92,6 +137,23 @@ mod tests {
     use futures_util::StreamExt;
 
     #[test]
+    fn failed_datanodes_are_named_with_their_reason() {
+        let mut w = Watched::new(futures_util::stream::empty::<()>());
+        w.seen = vec![
+            r#"Failed to connect to DataNode DatanodeIdProto { ip_addr: "10.0.0.7", host_name: "dn7", datanode_uuid: "u", xfer_port: 9866, info_port: 9864, ipc_port: 9867, info_secure_port: None }: IOError(Os { code: 111, kind: ConnectionRefused, message: "Connection refused" })"#.to_owned(),
+            r#"Read operation did not succeed for DataNode DatanodeIdProto { ip_addr: "10.0.0.8", host_name: "dn8", datanode_uuid: "v", xfer_port: 9866, info_port: 9864, ipc_port: 9867, info_secure_port: None }: replica not found"#.to_owned(),
+            "Error occurred while reading from DataNode: ChecksumError".to_owned(),
+        ];
+        assert_eq!(
+            w.failed_datanodes(),
+            vec![
+                "10.0.0.7:9866 (ConnectionRefused)".to_owned(),
+                "10.0.0.8:9866 (replica not found)".to_owned()
+            ]
+        );
+    }
+
+    #[test]
     fn warnings_logged_while_polling_are_kept() {
         install();
         let inner = futures_util::stream::iter([1, 2]).map(|i| {
@@ -106,6 +168,7 @@ mod tests {
             .block_on(async { while w.next().await.is_some() {} });
         assert!(w.saw_checksum_errors());
         assert_eq!(w.seen.len(), 2);
+        assert!(w.failed_datanodes().is_empty());
         // Outside a poll nothing is collected.
         log::warn!(target: "hdfs_native", "ChecksumError");
         assert_eq!(w.seen.len(), 2);

@@ -6,11 +6,16 @@
 
 use std::path::Path;
 
-/// One token's kind and service (what `check` may print; never the secret parts).
+/// One token's kind and service (what `check` may print; never the secret parts),
+/// and, for an HDFS delegation token, whom it is for and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TokenInfo {
     pub kind: String,
     pub service: String,
+    /// The user the NameNode sees (the real user when the owner is a proxy).
+    pub owner: Option<String>,
+    /// The last moment the token can be renewed to (ms since the epoch).
+    pub max_date_ms: Option<i64>,
 }
 
 const MAGIC: &[u8] = b"HDTS";
@@ -38,6 +43,20 @@ pub(crate) fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
 const MAX_FILE: u64 = 1 << 20;
 
 impl TokenInfo {
+    fn new(kind: String, service: String) -> Self {
+        TokenInfo {
+            kind,
+            service,
+            owner: None,
+            max_date_ms: None,
+        }
+    }
+
+    /// Whether it is an HDFS delegation token.
+    pub(crate) fn is_hdfs(&self) -> bool {
+        self.kind == HDFS_DELEGATION_TOKEN
+    }
+
     /// Whether this is an HDFS delegation token for the cluster `host[:port]` of a
     /// URI: `ha-hdfs:<nameservice>` for a nameservice, `<host>:<port>` (or any
     /// address with that port) for a single NameNode.
@@ -63,17 +82,21 @@ pub(crate) fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
         1 => protobuf(&mut r)?,
         v => return Err(format!("unknown token file format {v}")),
     };
-    for t in &tokens {
-        if t.0.kind == HDFS_DELEGATION_TOKEN {
-            identifier(&t.1).map_err(|e| {
+    let mut out = Vec::with_capacity(tokens.len());
+    for (mut info, id) in tokens {
+        if info.kind == HDFS_DELEGATION_TOKEN {
+            let (owner, max_date_ms) = identifier(&id).map_err(|e| {
                 format!(
                     "the {} for {} has a malformed identifier: {e}",
-                    t.0.kind, t.0.service
+                    info.kind, info.service
                 )
             })?;
+            info.owner = Some(owner);
+            info.max_date_ms = Some(max_date_ms);
         }
+        out.push(info);
     }
-    Ok(tokens.into_iter().map(|t| t.0).collect())
+    Ok(out)
 }
 
 struct Reader<'a> {
@@ -162,7 +185,7 @@ fn writable(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
         let _password = r.bytes()?;
         let kind = r.text()?;
         let service = r.text()?;
-        out.push((TokenInfo { kind, service }, identifier));
+        out.push((TokenInfo::new(kind, service), identifier));
     }
     // Then the secret keys: count, (alias, bytes) each.
     // Then the secret keys (Hadoop always writes their count): (alias, bytes) each.
@@ -231,7 +254,7 @@ fn protobuf(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
             })?;
             match (kind, service) {
                 (Some(kind), Some(service)) => {
-                    out.push((TokenInfo { kind, service }, identifier));
+                    out.push((TokenInfo::new(kind, service), identifier));
                     Ok(())
                 }
                 _ => Err("a token without kind or service".into()),
@@ -243,19 +266,27 @@ fn protobuf(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
 
 /// An HDFS delegation token identifier: version 0, owner, renewer, real user,
 /// issue date, max date, sequence number, master key id (what hdfs-native reads).
-fn identifier(id: &[u8]) -> Result<(), String> {
+/// Returns the user the NameNode sees (the real user of a proxy token, else the
+/// owner) and the max date.
+fn identifier(id: &[u8]) -> Result<(String, i64), String> {
     let mut r = Reader { data: id, pos: 0 };
     match r.byte()? {
         0 => {}
         v => return Err(format!("version {v}, expected 0")),
     }
-    for _ in 0..3 {
-        r.text()?;
+    let owner = r.text()?;
+    let _renewer = r.text()?;
+    let real_user = r.text()?;
+    let mut dates = [0i64; 4];
+    for d in &mut dates {
+        *d = r.vlong()?;
     }
-    for _ in 0..4 {
-        r.vlong()?;
-    }
-    Ok(())
+    let user = if real_user.is_empty() {
+        owner
+    } else {
+        format!("{owner} (through {real_user})")
+    };
+    Ok((user, dates[1]))
 }
 
 #[cfg(test)]
@@ -347,7 +378,9 @@ pub(crate) mod tests {
             parse(&good).unwrap(),
             vec![TokenInfo {
                 kind: HDFS_DELEGATION_TOKEN.into(),
-                service: "ha-hdfs:ns1".into()
+                service: "ha-hdfs:ns1".into(),
+                owner: Some("spark".into()),
+                max_date_ms: Some(4_100_000_000_000),
             }]
         );
         // Every truncation is refused, none panics.
