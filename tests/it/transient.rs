@@ -203,17 +203,30 @@ fn retry_after_seconds_are_honoured() {
     );
     assert_eq!(sb.artifact("a.jar")["attempts"], 2);
 
-    // An HTTP-date is not honoured (only seconds are): the retry comes at once.
+    // An HTTP-date is honoured too: the wait until then.
+    let when = std::time::SystemTime::now() + Duration::from_secs(3);
     let date = Fault::StatusWith(
         503,
-        vec![("Retry-After".into(), "Fri, 31 Dec 2099 23:59:59 GMT".into())],
+        vec![("Retry-After".into(), httpdate::fmt_http_date(when))],
     );
     let (server, _sb) = fetch_with_faults(&body, vec![(1, date)], &[]);
     let gets = server.gets("/a.jar");
     assert_eq!(gets.len(), 2, "{gets:#?}");
+    let waited = gets[1].at - gets[0].at;
     assert!(
-        gets[1].at - gets[0].at < Duration::from_secs(30),
-        "an HTTP-date Retry-After was taken as a long wait"
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(10),
+        "retried {waited:?} after a 503 with a Retry-After date 3 s ahead"
+    );
+    // A date already past: the retry comes at once (after the backoff).
+    let past = Fault::StatusWith(
+        503,
+        vec![("Retry-After".into(), "Fri, 31 Dec 1999 23:59:59 GMT".into())],
+    );
+    let (server, _sb) = fetch_with_faults(&body, vec![(1, past)], &[]);
+    let gets = server.gets("/a.jar");
+    assert!(
+        gets[1].at - gets[0].at < Duration::from_secs(1),
+        "{gets:#?}"
     );
 }
 
