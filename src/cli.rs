@@ -60,6 +60,9 @@ pub(crate) enum Command {
     Fetch(FetchArgs),
     /// Resolve the same plan, show where each value came from and probe every URI; writes nothing.
     Check(FetchArgs),
+    /// Resolve --packages with their dependencies and write a lockfile (--lock, default
+    /// stdout) that `fetch --lock` fetches: every jar pinned by sha256.
+    Resolve(FetchArgs),
     /// The resource staging server: holds files uploaded by spark-submit for the init containers.
     Stage(StageArgs),
 }
@@ -77,6 +80,15 @@ pub(crate) enum StageCommand {
     Serve(ServeArgs),
     /// Upload local files as one tar.gz bundle to a staging server; prints its id and secret.
     Upload(UploadArgs),
+}
+
+/// How conflicting versions of `--packages` are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Resolution {
+    /// As Spark's `--packages` (Ivy): the latest revision requested wins.
+    Spark,
+    /// As Maven: the nearest wins.
+    Maven,
 }
 
 /// What an uploaded bundle holds: decides the Secret key and the Spark properties shown.
@@ -251,6 +263,38 @@ pub(crate) struct FetchArgs {
     /// sha256 pins in `sha256sum` format, keyed by destination name or by URI.
     #[arg(long, env = env::CHECKSUMS, value_name = "FILE")]
     pub checksums: Option<PathBuf>,
+
+    /// Maven coordinates groupId:artifactId:version, comma-separated (repeatable):
+    /// resolved with their dependencies, as Spark's --packages
+    /// [default: spark.jars.packages].
+    #[arg(long, env = env::PACKAGES, value_name = "COORDINATES", action = ArgAction::Append)]
+    pub packages: Vec<String>,
+
+    /// Maven repositories for --packages, comma-separated, tried after Maven Central
+    /// and spark-packages as Spark does (see --only-repositories)
+    /// [default: spark.jars.repositories].
+    #[arg(long, env = env::REPOSITORIES, value_name = "URLS", action = ArgAction::Append)]
+    pub repositories: Vec<String>,
+
+    /// groupId:artifactId of dependencies --packages leaves out, comma-separated
+    /// (`*` matches anything) [default: spark.jars.excludes].
+    #[arg(long, env = env::EXCLUDE_PACKAGES, value_name = "COORDINATES", action = ArgAction::Append)]
+    pub exclude_packages: Vec<String>,
+
+    /// Use only --repositories for --packages: no Maven Central, no spark-packages
+    /// (closed networks).
+    #[arg(long, env = env::ONLY_REPOSITORIES, value_parser = BoolishValueParser::new())]
+    pub only_repositories: bool,
+
+    /// How conflicting versions of --packages are decided: `spark` gives what
+    /// Spark's --packages gives (the latest revision wins), `maven` Maven's nearest-wins.
+    #[arg(long, env = env::RESOLUTION, value_enum, default_value_t = Resolution::Spark)]
+    pub resolution: Resolution,
+
+    /// A lockfile from `spark-localizer resolve`: fetch exactly its jars, each pinned
+    /// (for `resolve`: where to write it; default stdout).
+    #[arg(long, env = env::LOCK, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
 
     /// How many artifacts are transferred at once.
     #[arg(long, env = env::PARALLELISM, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -432,6 +476,7 @@ where
     let command = hide(Cli::command())
         .mut_subcommand("fetch", hide)
         .mut_subcommand("check", hide)
+        .mut_subcommand("resolve", hide)
         .mut_subcommand("stage", |c| {
             hide(c)
                 .mut_subcommand("serve", hide)

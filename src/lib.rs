@@ -19,6 +19,7 @@ mod engine;
 mod env_vars;
 mod fault;
 mod layout;
+mod maven;
 mod net;
 mod origin;
 mod output;

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{config_failure, prepare};
+use crate::cmd::fetch::{config_failure, packages_failure, prepare, NotReady, Prepared};
 use crate::config::table::{self, Setting};
 use crate::config::Settings;
 use crate::env_vars as env;
@@ -20,11 +20,20 @@ use crate::util::duration::format_duration;
 
 /// Runs `check` and returns the exit code.
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
-    let (settings, plan, sources) = match prepare(args, origins) {
+    let Prepared {
+        settings,
+        plan,
+        sources,
+        resolution,
+    } = match prepare(args, origins).await {
         Ok(ready) => ready,
-        Err(problems) => return config_failure(args, &problems, false),
+        Err(NotReady::Config(problems)) => return config_failure(args, &problems, false),
+        Err(NotReady::Packages(e)) => return packages_failure(args, &e, false),
     };
     out(&describe(&settings, &plan, &sources, origins));
+    if let Some(r) = &resolution {
+        out(&describe_packages(r));
+    }
     // A probe gets a connect and a stall timeout, never more than the deadline.
     let timeout =
         (settings.http.connect_timeout + settings.stall_timeout).min(settings.deadline.value);
@@ -47,6 +56,29 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         ));
         ExitCode::Fetch
     }
+}
+
+/// The tree `--packages` resolved to, as `mvn dependency:tree` draws it, and
+/// where each jar comes from.
+fn describe_packages(r: &crate::maven::Resolution) -> String {
+    let mut text = format!("packages (repositories: {}):\n", r.repositories.join(", "));
+    for line in &r.tree {
+        let _ = writeln!(text, "  {line}");
+    }
+    for jar in &r.jars {
+        let _ = writeln!(
+            text,
+            "  jar {} from {}{}",
+            jar.coord.spark_name(),
+            jar.repo,
+            if jar.sha1.is_some() {
+                " (sha1 published)"
+            } else {
+                " (no sha1 published)"
+            }
+        );
+    }
+    text
 }
 
 /// Writes to stdout; a closed pipe (`check | head`) is not an error.
@@ -164,6 +196,69 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
             let _ = writeln!(out, "  {:<16} none", table::CHECKSUMS.label);
         }
     }
+    describe_package_settings(out, s, origins);
+}
+
+/// `--packages` and its companions, when packages or a lock are given.
+fn describe_package_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
+    let from = |setting: &Setting| origins.origin(setting.id, setting.env);
+    if let Some(lock) = &s.packages.lock {
+        let _ = writeln!(
+            out,
+            "  {:<16} {}  ({})",
+            table::LOCK.label,
+            lock.value.display(),
+            lock.origin
+        );
+    }
+    let Some(request) = &s.packages.request else {
+        return;
+    };
+    let packages: Vec<String> = request.packages.iter().map(ToString::to_string).collect();
+    let _ = writeln!(
+        out,
+        "  {:<16} {}  ({})",
+        table::PACKAGES.label,
+        packages.join(","),
+        s.packages.origin
+    );
+    let repositories: Vec<String> = request.repositories.iter().map(|r| r.shown()).collect();
+    let _ = writeln!(
+        out,
+        "  {:<16} {}  ({}, {})",
+        table::REPOSITORIES.label,
+        repositories.join(" "),
+        from(&table::REPOSITORIES),
+        if from(&table::ONLY_REPOSITORIES) == Origin::Default {
+            "after Maven Central and spark-packages"
+        } else {
+            "--only-repositories"
+        }
+    );
+    if !request.excludes.is_empty() {
+        let excludes: Vec<String> = request
+            .excludes
+            .iter()
+            .map(|e| format!("{}:{}", e.group, e.artifact))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<16} {}  ({})",
+            table::EXCLUDE_PACKAGES.label,
+            excludes.join(","),
+            from(&table::EXCLUDE_PACKAGES)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<16} {}  ({})",
+        table::RESOLUTION.label,
+        match request.mode {
+            crate::maven::Mode::Spark => "spark (the latest revision wins, as Spark's --packages)",
+            crate::maven::Mode::Maven => "maven (the nearest wins)",
+        },
+        from(&table::RESOLUTION)
+    );
 }
 
 /// The credentials and trust each source picked, by name only.

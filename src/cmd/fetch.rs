@@ -24,15 +24,40 @@ use crate::source::staging::{self, StagingSource};
 use crate::source::Sources;
 use crate::util::signal::Termination;
 
-/// Resolves settings, builds the plan and the sources: everything that can be
-/// wrong with the configuration is found here, before any network traffic, and
-/// reported at once.
-pub(crate) fn prepare(
-    args: &FetchArgs,
-    origins: &ArgOrigins,
-) -> Result<(Settings, Plan, Sources), Problems> {
+/// What `fetch` and `check` work from.
+pub(crate) struct Prepared {
+    pub settings: Settings,
+    pub plan: Plan,
+    pub sources: Sources,
+    /// What `--packages` resolved to (without `--lock`).
+    pub resolution: Option<crate::maven::Resolution>,
+}
+
+/// Why `prepare` stopped.
+pub(crate) enum NotReady {
+    /// Configuration problems (exit code 2), all of them.
+    Config(Problems),
+    /// `--packages` could not be resolved.
+    Packages(crate::maven::MavenError),
+}
+
+/// Resolves settings, resolves `--packages` (unless `--lock` pins them), builds
+/// the plan and the sources: everything that can be wrong with the
+/// configuration is found before any network traffic and reported at once;
+/// then the packages' POMs are the only traffic before the transfers.
+pub(crate) async fn prepare(args: &FetchArgs, origins: &ArgOrigins) -> Result<Prepared, NotReady> {
     let mut problems = Problems::default();
-    let settings = Settings::resolve(args, origins, &mut problems);
+    let mut settings = Settings::resolve(args, origins, &mut problems);
+    let mut resolution = None;
+    if problems.is_empty() && settings.packages.lock.is_none() {
+        if let Some(request) = settings.packages.request.clone() {
+            let resolved = resolve_packages(&settings, &request)
+                .await
+                .map_err(NotReady::Packages)?;
+            settings.add_resolved(&resolved);
+            resolution = Some(resolved);
+        }
+    }
     // An invalid input hides nothing else: the sources are configured for the
     // valid ones, so their problems are reported in this run too.
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
@@ -45,9 +70,69 @@ pub(crate) fn prepare(
     match sources {
         Some(sources) if problems.is_empty() => {
             warn_about(&plan);
-            Ok((settings, plan, sources))
+            Ok(Prepared {
+                settings,
+                plan,
+                sources,
+                resolution,
+            })
         }
-        _ => Err(problems),
+        _ => Err(NotReady::Config(problems)),
+    }
+}
+
+/// Resolves `request` over the HTTP client of the settings (trust roots,
+/// proxies, the request trail).
+pub(crate) async fn resolve_packages(
+    settings: &Settings,
+    request: &crate::maven::Request,
+) -> Result<crate::maven::Resolution, crate::maven::MavenError> {
+    let client = crate::net::client(&settings.http)
+        .map_err(|e| crate::maven::MavenError::Malformed(crate::util::redact::error_chain(&e)))?;
+    info!(
+        "resolving {} package(s) over {}",
+        request.packages.len(),
+        request
+            .repositories
+            .iter()
+            .map(crate::maven::repo::Repo::shown)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let transport = Arc::new(crate::maven::repo::Http {
+        client,
+        stall_timeout: settings.stall_timeout,
+    });
+    let resolution = crate::maven::resolve(request, transport).await?;
+    info!(
+        "resolved {} jar(s) for --packages{}",
+        resolution.jars.len(),
+        if resolution.evicted.is_empty() {
+            String::new()
+        } else {
+            format!("; {} version(s) evicted", resolution.evicted.len())
+        }
+    );
+    Ok(resolution)
+}
+
+/// The exit code and message of a `--packages` resolution that failed (written
+/// to the termination log for `fetch`).
+pub(crate) fn packages_failure(
+    args: &FetchArgs,
+    e: &crate::maven::MavenError,
+    termination: bool,
+) -> ExitCode {
+    let message = format!("--packages: {}", crate::util::redact::scrub(&e.to_string()));
+    error!("{message}");
+    if termination {
+        let text = output::termination_text("--packages could not be resolved", &[message]);
+        let path = crate::config::termination_log(args.termination_log.as_deref());
+        write_termination(path.as_deref(), &text);
+    }
+    match e {
+        crate::maven::MavenError::Integrity(_) => ExitCode::Integrity,
+        _ => ExitCode::Fetch,
     }
 }
 
@@ -260,10 +345,19 @@ fn write_termination(path: Option<&std::path::Path>, text: &str) {
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
     let started = Instant::now();
     let cancel = stop_on_signals();
-    let (settings, plan, sources) = match prepare(args, origins) {
+    let Prepared {
+        settings,
+        plan,
+        sources,
+        resolution,
+    } = match prepare(args, origins).await {
         Ok(ready) => ready,
-        Err(problems) => return config_failure(args, &problems, true),
+        Err(NotReady::Config(problems)) => return config_failure(args, &problems, true),
+        Err(NotReady::Packages(e)) => return packages_failure(args, &e, true),
     };
+    for line in resolution.iter().flat_map(|r| &r.evicted) {
+        info!("--packages: evicted {line}");
+    }
     if plan.artifacts.is_empty() {
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
     }

@@ -13,6 +13,7 @@ pub(crate) mod check;
 pub(crate) mod exit;
 pub(crate) mod fetch;
 pub(crate) mod logging;
+pub(crate) mod resolve;
 pub(crate) mod stage;
 
 /// Runs spark-localizer with this process's arguments and environment; returns the
@@ -51,6 +52,7 @@ pub fn main() -> i32 {
         match &cli.command {
             Command::Fetch(args) => fetch::run(args, &origins, cli.log_format).await,
             Command::Check(args) => check::run(args, &origins).await,
+            Command::Resolve(args) => resolve::run(args, &origins).await,
             Command::Stage(stage_args) => match &stage_args.command {
                 StageCommand::Serve(args) => stage::serve(args).await,
                 StageCommand::Upload(args) => stage::upload(args).await,

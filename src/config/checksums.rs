@@ -142,6 +142,30 @@ impl Checksums {
         self.order.len()
     }
 
+    /// Adds `other`'s pins (a lockfile's) after these; the same key pinned to
+    /// another digest is a conflict.
+    pub(crate) fn merge(&mut self, other: &Checksums, origin: &str) -> Result<(), ChecksumsError> {
+        for key in &other.order {
+            let pin = other.pins[key];
+            match self.pins.get(key) {
+                Some(mine) if mine.digest == pin.digest => {}
+                Some(mine) => {
+                    return Err(ChecksumsError::Conflict {
+                        origin: origin.to_string(),
+                        key: redact_url(key),
+                        first_line: mine.line,
+                        line: pin.line,
+                    })
+                }
+                None => {
+                    self.pins.insert(key.clone(), pin);
+                    self.order.push(key.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The pinned keys in file order, each once, so callers can warn about
     /// pins that match no artifact.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {

@@ -7,6 +7,7 @@
 
 pub(crate) mod checksums;
 mod layers;
+pub(crate) mod packages;
 mod staging;
 pub(crate) mod table;
 
@@ -79,6 +80,11 @@ pub(crate) struct Settings {
     pub properties: Option<Properties>,
     /// The resource staging server and the bundles' secret files.
     pub staging: StagingSettings,
+    /// `--packages` and `--lock`.
+    pub packages: packages::PackagesSettings,
+    /// sha1 digests the Maven repositories publish for `--packages` jars, by
+    /// declared URI (verified while fetching).
+    pub sha1_pins: std::collections::HashMap<String, [u8; 20]>,
 }
 
 /// Where staging bundles come from and the files holding their secrets.
@@ -178,7 +184,7 @@ impl Settings {
             }
         }
         let deadline = deadline(args, &layers, problems);
-        let checksums = args.checksums.as_deref().and_then(|path| {
+        let mut checksums = args.checksums.as_deref().and_then(|path| {
             Checksums::load(path)
                 .map(|value| Sourced {
                     value,
@@ -195,6 +201,17 @@ impl Settings {
             properties.as_ref(),
         );
         let staging = staging::settings(args, &layers, problems);
+        let packages = packages::settings(args, &layers, problems);
+        let mut jars = jars;
+        if let Some(lock) = &packages.lock {
+            packages::load_lock(
+                lock,
+                packages.request.as_ref(),
+                &mut jars,
+                &mut checksums,
+                problems,
+            );
+        }
         let in_jars_dir = |name: &str| jars_dir.value.join(name);
         Settings {
             classpath_file: args
@@ -240,6 +257,27 @@ impl Settings {
                 .map(|dir| (dir, layers.origin(&table::HADOOP_CONF_DIR).to_string())),
             properties,
             staging,
+            packages,
+            sha1_pins: Default::default(),
+        }
+    }
+
+    /// Adds the jars `--packages` resolved to (each named as Spark names them,
+    /// pinned by the repository's sha1 where it publishes one), after the
+    /// declared jars.
+    pub(crate) fn add_resolved(&mut self, resolution: &crate::maven::Resolution) {
+        let origin = self.packages.origin.clone();
+        for jar in &resolution.jars {
+            let uri = format!("{}#{}", jar.url, jar.coord.spark_name());
+            if let Some(sha1) = jar.sha1 {
+                self.sha1_pins.insert(uri.clone(), sha1);
+            }
+            if !self.jars.iter().any(|d| d.uri == uri) {
+                self.jars.push(Declared {
+                    uri,
+                    origin: origin.clone(),
+                });
+            }
         }
     }
 }

@@ -108,6 +108,32 @@ pub(crate) const STAGING_CA_CERT: Setting = setting(
     ],
 );
 pub(crate) const CHECKSUMS: Setting = setting("checksums", "checksums", env::CHECKSUMS, &[]);
+pub(crate) const PACKAGES: Setting = setting(
+    "packages",
+    "packages",
+    env::PACKAGES,
+    &["spark.jars.packages"],
+);
+pub(crate) const REPOSITORIES: Setting = setting(
+    "repositories",
+    "repositories",
+    env::REPOSITORIES,
+    &["spark.jars.repositories"],
+);
+pub(crate) const EXCLUDE_PACKAGES: Setting = setting(
+    "excluded packages",
+    "exclude_packages",
+    env::EXCLUDE_PACKAGES,
+    &["spark.jars.excludes"],
+);
+pub(crate) const ONLY_REPOSITORIES: Setting = setting(
+    "only repositories",
+    "only_repositories",
+    env::ONLY_REPOSITORIES,
+    &[],
+);
+pub(crate) const RESOLUTION: Setting = setting("resolution", "resolution", env::RESOLUTION, &[]);
+pub(crate) const LOCK: Setting = setting("lock", "lock", env::LOCK, &[]);
 pub(crate) const CA_CERT: Setting = setting("trusted CA", "ca_cert", env::CA_CERT, &[]);
 pub(crate) const S3_CREDENTIALS_DIR: Setting = setting(
     "s3 credentials",
@@ -172,6 +198,12 @@ pub(crate) const ALL: &[Setting] = &[
     REPORT,
     TERMINATION_LOG,
     CHECKSUMS,
+    PACKAGES,
+    REPOSITORIES,
+    EXCLUDE_PACKAGES,
+    ONLY_REPOSITORIES,
+    RESOLUTION,
+    LOCK,
     CA_CERT,
     S3_CREDENTIALS_DIR,
     HADOOP_CONF_DIR,

@@ -23,6 +23,7 @@ pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Outcome, Statu
 mod archives;
 mod budget;
 mod bundle;
+mod digest;
 mod dirs;
 mod options;
 mod outcome;

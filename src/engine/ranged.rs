@@ -19,11 +19,11 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
 use super::budget::{Budget, Decision};
+use super::digest::Hashes;
 use super::options::Options;
 use crate::plan::Artifact;
 use crate::progress::Reporter;
@@ -116,7 +116,7 @@ pub(super) async fn fetch(
     reporter: Arc<dyn Reporter>,
     file: std::fs::File,
     start: Start,
-) -> Result<Sha256, (Failure, u64)> {
+) -> Result<Hashes, (Failure, u64)> {
     let Start {
         body: first,
         size,
@@ -161,7 +161,8 @@ pub(super) async fn fetch(
     };
     let hashing = {
         let parts = shared.parts.clone();
-        tokio::task::spawn_blocking(move || hash_in_order(&file, &parts, &completed))
+        let hashes = Hashes::new(a.sha1.is_some());
+        tokio::task::spawn_blocking(move || hash_in_order(&file, &parts, &completed, hashes))
     };
     // Dropped (the deadline, a signal), the set aborts its workers.
     let mut workers = tokio::task::JoinSet::new();
@@ -222,8 +223,8 @@ fn hash_in_order(
     file: &std::fs::File,
     parts: &[Range<u64>],
     completed: &mpsc::Receiver<usize>,
-) -> std::io::Result<Sha256> {
-    let mut hasher = Sha256::new();
+    mut hasher: Hashes,
+) -> std::io::Result<Hashes> {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut ready = BTreeSet::new();
     let mut next = 0;

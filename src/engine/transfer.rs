@@ -6,11 +6,11 @@ use std::io::{Seek, Write};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
 use super::budget::{Budget, Decision};
+use super::digest::Hashes;
 use super::options::Options;
 use super::outcome::{Failure, FailureKind};
 use super::outcome::{Outcome, Status};
@@ -84,7 +84,7 @@ pub(crate) fn new_record(a: &Artifact, size: u64, sha256: &str) -> Record {
 /// The state of one transfer across attempts.
 struct Transfer {
     file: std::io::BufWriter<std::fs::File>,
-    hasher: Sha256,
+    hasher: Hashes,
     written: u64,
     validator: Option<String>,
     resumable: bool,
@@ -108,7 +108,7 @@ impl Transfer {
         f.set_len(0)?;
         f.rewind()?;
         reporter.rewind(id, self.written);
-        self.hasher = Sha256::new();
+        self.hasher = self.hasher.fresh();
         self.written = 0;
         Ok(())
     }
@@ -159,7 +159,7 @@ pub(super) async fn fetch_one(
     };
     let mut transfer = Transfer {
         file: std::io::BufWriter::with_capacity(WRITE_BUFFER, file),
-        hasher: Sha256::new(),
+        hasher: Hashes::new(artifact.sha1.is_some()),
         written: 0,
         validator: None,
         resumable: false,
@@ -284,7 +284,7 @@ fn finish(
         }
     });
     flushed.map_err(|e| local_error(artifact, e, "write"))?;
-    let digest: [u8; 32] = transfer.hasher.finalize().into();
+    let (digest, sha1) = transfer.hasher.finalize();
     let hex_digest = hex::encode(digest);
     check_digest(
         artifact,
@@ -292,6 +292,7 @@ fn finish(
         &hex_digest,
         transfer.validator.as_deref(),
     )?;
+    check_sha1(artifact, sha1)?;
     drop(transfer.file);
     layout::remove_record(dir, &artifact.name);
     temp.publish(path)
@@ -346,6 +347,22 @@ fn check_digest(
         }
     }
     Ok(())
+}
+
+/// The bytes against the sha1 the Maven repository publishes for the jar.
+fn check_sha1(artifact: &Artifact, got: Option<[u8; 20]>) -> Result<(), Failure> {
+    match (artifact.sha1, got) {
+        (Some(expected), Some(got)) if expected != got => Err(Failure {
+            kind: FailureKind::Integrity,
+            message: format!(
+                "{}: sha1 {} does not match the repository's .sha1 ({}); the file was not published (the repository's copy is damaged or was replaced)",
+                artifact.display_uri,
+                hex::encode(got),
+                hex::encode(expected)
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// One attempt: open (resuming when possible), then stream into the temp file, or

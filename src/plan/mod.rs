@@ -66,6 +66,8 @@ pub(crate) struct Artifact {
     pub target: Target,
     /// The pinned sha256, if any.
     pub pin: Option<[u8; 32]>,
+    /// The sha1 a Maven repository publishes for a `--packages` jar, if any.
+    pub sha1: Option<[u8; 20]>,
     pub origin: Origin,
     /// For an archive of a known format: how and where it is unpacked. The fetched
     /// archive itself is kept in the state directory (`target`).
@@ -233,6 +235,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         matched_pins.insert(key);
                         a.pin = Some(digest);
                     }
+                    a.sha1 = settings.sha1_pins.get(&d.uri).copied();
                     artifacts.push(a);
                 }
                 Err(reason) => problems.push(format!("invalid {}: {reason}", d.origin)),
@@ -397,6 +400,7 @@ fn artifact(
         name,
         target,
         pin: None,
+        sha1: None,
         origin: declared.origin.clone(),
         unpack,
     })
@@ -544,6 +548,7 @@ fn bundle(
         },
         name,
         pin: None,
+        sha1: None,
         origin: declared.origin.clone(),
         unpack: Some(Unpack {
             format: crate::archive::Format::TarGz,

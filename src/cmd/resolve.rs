@@ -1,0 +1,102 @@
+//! `spark-localizer resolve`: resolve `--packages` once, download every jar to
+//! verify it and pin its sha256, and write the lockfile `fetch --lock` fetches
+//! (to `--lock FILE`, atomically, else stdout).
+
+use std::io::Write;
+
+use tracing::{error, info};
+
+use crate::cli::{ArgOrigins, FetchArgs};
+use crate::cmd::exit::ExitCode;
+use crate::cmd::fetch::{config_failure, packages_failure, resolve_packages};
+use crate::config::{Problems, Settings};
+
+/// Runs `resolve` and returns the exit code.
+pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
+    // `--lock` is this command's output, not a lockfile to read.
+    let mut args = args.clone();
+    let output = args.lock.take();
+    let args = &args;
+    let mut problems = Problems::default();
+    let settings = Settings::resolve(args, origins, &mut problems);
+    let Some(request) = settings
+        .packages
+        .request
+        .clone()
+        .filter(|_| problems.is_empty())
+    else {
+        if problems.is_empty() {
+            problems.push_message(
+                "nothing to resolve: give --packages (or SPARK_LOCALIZER_PACKAGES, spark.jars.packages in --properties-file)"
+                    .to_owned(),
+            );
+        }
+        return config_failure(args, &problems, false);
+    };
+    let resolution = match resolve_packages(&settings, &request).await {
+        Ok(r) => r,
+        Err(e) => return packages_failure(args, &e, false),
+    };
+    for line in &resolution.tree {
+        info!("{line}");
+    }
+    let repositories = resolution.repositories.clone();
+    let client = match crate::net::client(&settings.http) {
+        Ok(c) => c,
+        Err(e) => {
+            error!("{}", crate::util::redact::error_chain(&e));
+            return ExitCode::Config;
+        }
+    };
+    let locked = match crate::maven::lock::lock(
+        resolution,
+        &client,
+        settings.stall_timeout,
+        settings.parallelism,
+    )
+    .await
+    {
+        Ok(locked) => locked,
+        Err(e) => return packages_failure(args, &e, false),
+    };
+    let text = crate::maven::lock::render(&request, &repositories, &locked);
+    let total: u64 = locked.iter().map(|l| l.size).sum();
+    match &output {
+        Some(path) => {
+            if let Err(e) = write_atomically(path, text.as_bytes()) {
+                error!("cannot write the lockfile {}: {e}", path.display());
+                return ExitCode::LocalIo;
+            }
+            info!(
+                "wrote {} ({} jars, {:.1} MiB)",
+                path.display(),
+                locked.len(),
+                total as f64 / (1 << 20) as f64
+            );
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .is_err()
+            {
+                return ExitCode::LocalIo;
+            }
+        }
+    }
+    ExitCode::Ok
+}
+
+/// Writes `bytes` to `path` through a temp file beside it and a rename.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

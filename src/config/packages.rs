@@ -1,0 +1,189 @@
+//! `--packages` and its companions (repositories, excludes, the resolution
+//! mode), and `--lock`: a lockfile's jars become declared jars, each pinned.
+
+use std::path::PathBuf;
+
+use super::checksums::Checksums;
+use super::layers::Layers;
+use super::table;
+use super::{ConfigError, Declared, Problems, Sourced};
+use crate::cli::{FetchArgs, Resolution};
+use crate::maven::coord::{Coord, Exclusion};
+use crate::maven::{Mode, Request};
+use crate::origin::Origin;
+
+/// What `--packages` asks for, and where it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct PackagesSettings {
+    /// `None` when no package is declared.
+    pub request: Option<Request>,
+    /// Where the packages were declared (for messages and `check`).
+    pub origin: Origin,
+    /// A lockfile given with `--lock`: its path and its `# packages:` line.
+    pub lock: Option<Sourced<PathBuf>>,
+}
+
+/// Reads `--packages`, `--repositories`, `--exclude-packages`,
+/// `--only-repositories`, `--resolution` (and their twins and Spark keys), and
+/// `--lock`.
+pub(crate) fn settings(
+    args: &FetchArgs,
+    layers: &Layers<'_>,
+    problems: &mut Problems,
+) -> PackagesSettings {
+    let split = |setting: &table::Setting, given: &[String]| -> Vec<(String, Origin)> {
+        layers
+            .lists(setting, given)
+            .into_iter()
+            .flat_map(|v| {
+                v.value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| (s.to_owned(), v.origin.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let packages_given = split(&table::PACKAGES, &args.packages);
+    let origin = packages_given
+        .first()
+        .map(|(_, o)| o.clone())
+        .unwrap_or_else(|| layers.origin(&table::PACKAGES));
+    let mut packages = Vec::new();
+    for (spec, origin) in &packages_given {
+        match Coord::parse_package(spec) {
+            Ok(c) if !packages.contains(&c) => packages.push(c),
+            Ok(_) => {}
+            Err(reason) => problems.push(ConfigError::Invalid {
+                what: origin.to_string(),
+                reason,
+            }),
+        }
+    }
+    let mut excludes = Vec::new();
+    for (spec, origin) in split(&table::EXCLUDE_PACKAGES, &args.exclude_packages) {
+        match Exclusion::parse(&spec) {
+            Ok(e) => excludes.push(e),
+            Err(reason) => problems.push(ConfigError::Invalid {
+                what: origin.to_string(),
+                reason,
+            }),
+        }
+    }
+    let user: Vec<(String, Origin)> = split(&table::REPOSITORIES, &args.repositories);
+    for (url, origin) in &user {
+        crate::util::redact::register_url_secrets(url);
+        if let Err(reason) = crate::maven::repo::Repo::new(url) {
+            problems.push(ConfigError::Invalid {
+                what: origin.to_string(),
+                reason,
+            });
+        }
+    }
+    let urls: Vec<String> = user.into_iter().map(|(u, _)| u).collect();
+    if args.only_repositories && urls.is_empty() && !packages.is_empty() {
+        problems.push(ConfigError::Invalid {
+            what: layers.origin(&table::ONLY_REPOSITORIES).to_string(),
+            reason: "no --repositories are given: --packages would have no repository to use"
+                .into(),
+        });
+    }
+    let repositories =
+        crate::maven::Request::repositories(&urls, !args.only_repositories).unwrap_or_default();
+    let lock = args.lock.clone().map(|path| Sourced {
+        value: path,
+        origin: layers.origin(&table::LOCK),
+    });
+    let request = (!packages.is_empty()).then_some(Request {
+        packages,
+        repositories,
+        excludes,
+        mode: match args.resolution {
+            Resolution::Spark => Mode::Spark,
+            Resolution::Maven => Mode::Maven,
+        },
+    });
+    PackagesSettings {
+        request,
+        origin,
+        lock,
+    }
+}
+
+/// `fetch --lock FILE`: every entry of the lockfile becomes a jar (its URL with
+/// the `#name` Spark gives `--packages` jars), pinned by the lockfile's sha256;
+/// the pins join `--checksums`'. A lockfile for other packages than the ones
+/// declared is refused (run `resolve` again).
+pub(crate) fn load_lock(
+    lock: &Sourced<PathBuf>,
+    declared: Option<&Request>,
+    jars: &mut Vec<Declared>,
+    checksums: &mut Option<Sourced<Checksums>>,
+    problems: &mut Problems,
+) {
+    let path = &lock.value;
+    let pins = match Checksums::load(path) {
+        Ok(pins) => pins,
+        Err(e) => {
+            problems.push(e);
+            return;
+        }
+    };
+    let text = crate::util::fs::read_config_text(path).unwrap_or_default();
+    if let Some(request) = declared {
+        let locked: Option<Vec<String>> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# packages: "))
+            .map(|l| l.split(',').map(|s| s.trim().to_owned()).collect());
+        let mut wanted: Vec<String> = request.packages.iter().map(ToString::to_string).collect();
+        wanted.sort();
+        if let Some(mut locked) = locked {
+            locked.sort();
+            if locked != wanted {
+                problems.push(ConfigError::Invalid {
+                    what: format!("{} {}", lock.origin, path.display()),
+                    reason: format!(
+                        "it was resolved for the packages {}, but {} are declared; run `spark-localizer resolve` again",
+                        locked.join(","),
+                        wanted.join(",")
+                    ),
+                });
+                return;
+            }
+        }
+    }
+    let origin = Origin::Flag("lock");
+    for key in pins.keys() {
+        let ok = url::Url::parse(key).is_ok_and(|u| u.fragment().is_some_and(|f| !f.is_empty()));
+        if !ok {
+            problems.push(ConfigError::Invalid {
+                what: format!("{} {}", lock.origin, path.display()),
+                reason: format!(
+                    "'{}' is not a lockfile entry (a URL with the jar's #name, as `spark-localizer resolve` writes)",
+                    crate::util::redact::redact_url(key)
+                ),
+            });
+            continue;
+        }
+        if !jars.iter().any(|d| d.uri == key) {
+            jars.push(Declared {
+                uri: key.to_owned(),
+                origin: origin.clone(),
+            });
+        }
+    }
+    match checksums {
+        Some(existing) => {
+            if let Err(e) = existing.value.merge(&pins, &path.display().to_string()) {
+                problems.push(e);
+            }
+        }
+        None => {
+            *checksums = Some(Sourced {
+                value: pins,
+                origin: lock.origin.clone(),
+            })
+        }
+    }
+}

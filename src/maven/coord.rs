@@ -1,0 +1,208 @@
+//! Maven coordinates as users write them (`--packages g:a:v`, `--exclude-packages
+//! g:a`) and as POMs name them, with the paths and file names they take.
+
+use std::fmt;
+
+/// One artifact of a module: group, artifact, version, classifier, extension.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Coord {
+    pub group: String,
+    pub artifact: String,
+    pub version: String,
+    pub classifier: Option<String>,
+    /// The file extension (`jar`, `pom`).
+    pub ext: String,
+}
+
+/// `group:artifact`, what conflicts are decided on.
+pub(crate) type Key = (String, String);
+
+impl Coord {
+    pub(crate) fn new(group: &str, artifact: &str, version: &str) -> Coord {
+        Coord {
+            group: group.to_owned(),
+            artifact: artifact.to_owned(),
+            version: version.to_owned(),
+            classifier: None,
+            ext: "jar".to_owned(),
+        }
+    }
+
+    /// A `--packages` entry: `groupId:artifactId:version` (Spark also accepts `/`
+    /// as the separator), optionally `:classifier` after the version.
+    pub(crate) fn parse_package(spec: &str) -> Result<Coord, String> {
+        let spec = spec.trim();
+        let parts: Vec<&str> = spec.split([':', '/']).map(str::trim).collect();
+        let bad = || {
+            format!(
+                "'{spec}' is not a Maven coordinate: write groupId:artifactId:version (e.g. org.apache.celeborn:celeborn-client-spark-3-shaded_2.12:0.5.1)"
+            )
+        };
+        let (g, a, v, classifier) = match parts.as_slice() {
+            [g, a, v] => (*g, *a, *v, None),
+            [g, a, v, c] => (*g, *a, *v, Some(*c)),
+            _ => return Err(bad()),
+        };
+        for part in [g, a, v].into_iter().chain(classifier) {
+            if part.is_empty() || part.starts_with('.') || !part.chars().all(valid_char) {
+                return Err(bad());
+            }
+        }
+        let mut c = Coord::new(g, a, v);
+        c.classifier = classifier.map(str::to_owned);
+        Ok(c)
+    }
+
+    /// The same module's POM.
+    pub(crate) fn pom(&self) -> Coord {
+        Coord {
+            classifier: None,
+            ext: "pom".to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// The path under a repository's root: `org/x/a/1.0/a-1.0[-c].jar`.
+    pub(crate) fn path(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.group.replace('.', "/"),
+            self.artifact,
+            self.version,
+            self.file_name()
+        )
+    }
+
+    /// `a-1.0[-classifier].ext`, as repositories name it.
+    pub(crate) fn file_name(&self) -> String {
+        self.file_name_at(&self.version)
+    }
+
+    /// [`Coord::file_name`] with another version string (a timestamped SNAPSHOT).
+    pub(crate) fn file_name_at(&self, version: &str) -> String {
+        match &self.classifier {
+            Some(c) => format!("{}-{version}-{c}.{}", self.artifact, self.ext),
+            None => format!("{}-{version}.{}", self.artifact, self.ext),
+        }
+    }
+
+    /// `group_artifact-version[-classifier].jar`, as Spark's `--packages` names the
+    /// jars it hands the driver and executors.
+    pub(crate) fn spark_name(&self) -> String {
+        let classifier = self
+            .classifier
+            .as_deref()
+            .map(|c| format!("-{c}"))
+            .unwrap_or_default();
+        format!(
+            "{}_{}-{}{classifier}.{}",
+            self.group, self.artifact, self.version, self.ext
+        )
+    }
+}
+
+impl fmt::Display for Coord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.group, self.artifact, self.version)?;
+        if let Some(c) = &self.classifier {
+            write!(f, ":{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Characters a coordinate part may hold (Maven's are letters, digits, `-_.`;
+/// versions add `+` and ranges never come from users here).
+fn valid_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+')
+}
+
+/// A `group:artifact` pattern (`*` matches any run of characters), as
+/// `--exclude-packages` and POM `<exclusion>`s give them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Exclusion {
+    pub group: String,
+    pub artifact: String,
+}
+
+impl Exclusion {
+    /// A `--exclude-packages` entry: `groupId:artifactId`.
+    pub(crate) fn parse(spec: &str) -> Result<Exclusion, String> {
+        match spec.trim().split(':').collect::<Vec<_>>().as_slice() {
+            [g, a] if !g.is_empty() && !a.is_empty() => Ok(Exclusion {
+                group: (*g).to_owned(),
+                artifact: (*a).to_owned(),
+            }),
+            _ => Err(format!(
+                "'{spec}' is not groupId:artifactId (write e.g. com.google.guava:guava; * matches anything)"
+            )),
+        }
+    }
+
+    pub(crate) fn matches(&self, group: &str, artifact: &str) -> bool {
+        glob(&self.group, group) && glob(&self.artifact, artifact)
+    }
+}
+
+/// `*` matches any run of characters, everything else itself.
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
+    let Some((head, rest)) = pattern.split_once('*') else {
+        return pattern == text;
+    };
+    let Some(mut text) = text.strip_prefix(head) else {
+        return false;
+    };
+    let mut pieces: Vec<&str> = rest.split('*').collect();
+    let last = pieces.pop().unwrap_or_default();
+    for piece in pieces {
+        match text.find(piece) {
+            Some(at) => text = &text[at + piece.len()..],
+            None => return false,
+        }
+    }
+    text.len() >= last.len() && text.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_parse_and_name_their_files() {
+        let c =
+            Coord::parse_package(" org.apache.celeborn:celeborn-client-spark-3-shaded_2.12:0.5.1 ")
+                .unwrap();
+        assert_eq!(
+            c.path(),
+            "org/apache/celeborn/celeborn-client-spark-3-shaded_2.12/0.5.1/celeborn-client-spark-3-shaded_2.12-0.5.1.jar"
+        );
+        assert_eq!(
+            c.spark_name(),
+            "org.apache.celeborn_celeborn-client-spark-3-shaded_2.12-0.5.1.jar"
+        );
+        assert_eq!(
+            c.pom().file_name(),
+            "celeborn-client-spark-3-shaded_2.12-0.5.1.pom"
+        );
+        let c = Coord::parse_package("g/a/1.0").unwrap();
+        assert_eq!(c.to_string(), "g:a:1.0");
+        let c = Coord::parse_package("g:a:1.0:tests").unwrap();
+        assert_eq!(c.file_name(), "a-1.0-tests.jar");
+        for bad in ["g:a", "g:a:", ":a:1", "g:a:1:c:x", "g:a:1 2", "g:a:../1"] {
+            assert!(Coord::parse_package(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn exclusions_glob() {
+        let e = Exclusion::parse("org.apache.spark:spark-core*").unwrap();
+        assert!(e.matches("org.apache.spark", "spark-core_2.12"));
+        assert!(!e.matches("org.apache.spark", "spark-sql_2.12"));
+        let any = Exclusion::parse("*:*").unwrap();
+        assert!(any.matches("x", "y"));
+        assert!(glob("*scala-library*", "scala-library"));
+        assert!(glob("a*b*c", "aXbYc"));
+        assert!(!glob("a*b*c", "aXcYb"));
+        assert!(Exclusion::parse("nocolon").is_err());
+    }
+}

@@ -1,0 +1,328 @@
+//! The repositories of one resolution: tried in order for each file; a file is
+//! verified against the repository's `.sha1` (a mismatch fails naming the file
+//! and the repository; a missing checksum is counted and warned about once per
+//! repository); a repository that cannot be reached (DNS, refused, TLS, no
+//! answer) is tried once and skipped for the rest of the run with one warning.
+//! Every file is fetched at most once per run (concurrent asks share one
+//! request).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sha1::{Digest, Sha1};
+use tokio::sync::OnceCell;
+use url::Url;
+
+use super::MavenError;
+
+/// How a file is fetched: over HTTP for real, from a map in unit tests.
+#[async_trait]
+pub(crate) trait Transport: Send + Sync {
+    /// GETs `url`: the body on success, `None` when the server has no such file
+    /// (404, 410), at most `limit` bytes.
+    async fn get(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError>;
+}
+
+/// Why a GET failed.
+#[derive(Debug, Clone)]
+pub(crate) enum TransportError {
+    /// No answer at all (DNS, refused, TLS, timeout): the repository is skipped
+    /// from then on.
+    Unreachable(String),
+    /// An answer other than success or not-found.
+    Status(String),
+    /// Larger than the limit.
+    TooLarge(usize),
+}
+
+/// One repository: its root URL.
+#[derive(Debug, Clone)]
+pub(crate) struct Repo {
+    /// The root, ending with `/`.
+    pub root: Url,
+}
+
+impl Repo {
+    pub(crate) fn new(root: &str) -> Result<Repo, String> {
+        let with_slash = if root.ends_with('/') {
+            root.to_owned()
+        } else {
+            format!("{root}/")
+        };
+        let root = Url::parse(&with_slash)
+            .map_err(|e| format!("'{root}' is not a repository URL: {e}"))?;
+        if !matches!(root.scheme(), "http" | "https") || !root.has_host() {
+            return Err(format!(
+                "'{}' is not an http(s) repository URL",
+                crate::util::redact::redact_url(root.as_str())
+            ));
+        }
+        if root.query().is_some() || root.fragment().is_some() {
+            return Err(format!(
+                "'{}': a repository URL has no query or fragment",
+                crate::util::redact::redact_url(root.as_str())
+            ));
+        }
+        Ok(Repo { root })
+    }
+
+    /// The URL of `path` under the root.
+    pub(crate) fn url(&self, path: &str) -> Url {
+        self.root.join(path).unwrap_or_else(|_| self.root.clone())
+    }
+
+    /// The root as users may see it (credentials masked).
+    pub(crate) fn shown(&self) -> String {
+        crate::util::redact::redact_url(self.root.as_str())
+    }
+}
+
+/// A file found: which repository had it, and its bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    pub repo: usize,
+    pub bytes: Bytes,
+}
+
+/// Every repository's answer for a file none of them had.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Misses(pub Vec<String>);
+
+impl std::fmt::Display for Misses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("; "))
+    }
+}
+
+type Cached = Arc<OnceCell<Result<Result<Found, Misses>, MavenError>>>;
+
+/// The repositories and what was fetched from them in this run.
+pub(crate) struct Repos {
+    pub list: Vec<Repo>,
+    transport: Arc<dyn Transport>,
+    down: Mutex<HashSet<usize>>,
+    cache: Mutex<HashMap<String, Cached>>,
+    /// Files without a `.sha1`, per repository (warned about once, at the end).
+    unverified: Mutex<BTreeMap<usize, Vec<String>>>,
+}
+
+impl Repos {
+    pub(crate) fn new(list: Vec<Repo>, transport: Arc<dyn Transport>) -> Repos {
+        Repos {
+            list,
+            transport,
+            down: Mutex::new(HashSet::new()),
+            cache: Mutex::new(HashMap::new()),
+            unverified: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// `path` from the first repository that has it, verified; every
+    /// repository's answer when none has it.
+    pub(crate) async fn first(
+        &self,
+        path: &str,
+        limit: usize,
+    ) -> Result<Result<Found, Misses>, MavenError> {
+        let cell = {
+            let mut cache = self.cache.lock().expect("lock");
+            cache.entry(path.to_owned()).or_default().clone()
+        };
+        cell.get_or_init(|| self.fetch_first(path, limit))
+            .await
+            .clone()
+    }
+
+    async fn fetch_first(
+        &self,
+        path: &str,
+        limit: usize,
+    ) -> Result<Result<Found, Misses>, MavenError> {
+        let mut misses = Vec::new();
+        for (i, repo) in self.list.iter().enumerate() {
+            if self.down.lock().expect("lock").contains(&i) {
+                misses.push(format!("{}: skipped (unreachable earlier)", repo.shown()));
+                continue;
+            }
+            let url = repo.url(path);
+            match self.transport.get(&url, limit).await {
+                Ok(Some(bytes)) => {
+                    self.verify(i, path, &bytes).await?;
+                    return Ok(Ok(Found { repo: i, bytes }));
+                }
+                Ok(None) => misses.push(format!("{}: not found", repo.shown())),
+                Err(TransportError::Unreachable(why)) => {
+                    let first = self.down.lock().expect("lock").insert(i);
+                    if first {
+                        tracing::warn!(
+                            "Maven repository {} cannot be reached ({why}); skipping it for the rest of this run",
+                            repo.shown()
+                        );
+                    }
+                    misses.push(format!("{}: unreachable ({why})", repo.shown()));
+                }
+                Err(TransportError::Status(status)) => {
+                    misses.push(format!("{}: {status}", repo.shown()));
+                }
+                Err(TransportError::TooLarge(n)) => {
+                    return Err(MavenError::Malformed(format!(
+                        "{}: larger than {n} bytes",
+                        crate::util::redact::redact_url(url.as_str())
+                    )));
+                }
+            }
+        }
+        Ok(Err(Misses(misses)))
+    }
+
+    /// Checks `bytes` of `path` against repository `i`'s `.sha1`.
+    async fn verify(&self, i: usize, path: &str, bytes: &[u8]) -> Result<(), MavenError> {
+        let expected = match self.sha1_of(i, path).await {
+            Some(expected) => expected,
+            None => return Ok(()),
+        };
+        let got: [u8; 20] = Sha1::digest(bytes).into();
+        if got != expected {
+            return Err(MavenError::Integrity(format!(
+                "{}: sha1 {} does not match the repository's .sha1 ({}); the file is damaged or was replaced",
+                crate::util::redact::redact_url(self.list[i].url(path).as_str()),
+                hex::encode(got),
+                hex::encode(expected)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The sha1 repository `i` publishes for `path` (`path.sha1`), if any; a
+    /// missing one is noted for the warning.
+    pub(crate) async fn sha1_of(&self, i: usize, path: &str) -> Option<[u8; 20]> {
+        let url = self.list[i].url(&format!("{path}.sha1"));
+        let text = match self.transport.get(&url, 1024).await {
+            Ok(Some(text)) => text,
+            _ => {
+                self.unverified
+                    .lock()
+                    .expect("lock")
+                    .entry(i)
+                    .or_default()
+                    .push(path.to_owned());
+                return None;
+            }
+        };
+        // `<hex>` or `<hex>  <file name>`, as repositories write it.
+        let hex_part = std::str::from_utf8(&text)
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .to_ascii_lowercase();
+        let mut out = [0u8; 20];
+        match hex::decode_to_slice(&hex_part, &mut out) {
+            Ok(()) => Some(out),
+            Err(_) => {
+                tracing::warn!(
+                    "{}: not a sha1; the file is not verified",
+                    crate::util::redact::redact_url(url.as_str())
+                );
+                None
+            }
+        }
+    }
+
+    /// One warning per repository that served files without a `.sha1`.
+    pub(crate) fn warn_unverified(&self) {
+        for (i, paths) in self.unverified.lock().expect("lock").iter() {
+            tracing::warn!(
+                "Maven repository {} serves no .sha1 for {} file(s) (e.g. {}): they are not verified against it",
+                self.list[*i].shown(),
+                paths.len(),
+                paths[0]
+            );
+        }
+    }
+}
+
+/// The real transport: the shared HTTP client (trust roots, proxies, the request
+/// trail), credentials from the repository URL's userinfo sent only to its
+/// origin, a few retries on 5xx and resets.
+pub(crate) struct Http {
+    pub client: reqwest::Client,
+    /// A request that sends nothing for this long is abandoned.
+    pub stall_timeout: Duration,
+}
+
+#[async_trait]
+impl Transport for Http {
+    async fn get(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.get_once(url, limit).await {
+                Err(TransportError::Status(s)) if s.starts_with('5') && attempt < 3 => {}
+                other => return other,
+            }
+            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+        }
+    }
+}
+
+impl Http {
+    async fn get_once(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        let mut bare = url.clone();
+        let _ = bare.set_username("");
+        let _ = bare.set_password(None);
+        let mut request = self.client.get(bare);
+        if !url.username().is_empty() {
+            let user = percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
+            let password = url.password().map(|p| {
+                percent_encoding::percent_decode_str(p)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            });
+            request = request.basic_auth(user, password);
+        }
+        let request = request
+            .build()
+            .map_err(|e| TransportError::Status(e.to_string()))?;
+        let sent = crate::net::trail::execute(&self.client, request);
+        let mut response = match tokio::time::timeout(self.stall_timeout, sent).await {
+            Err(_) => return Err(TransportError::Unreachable("no answer".into())),
+            Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+                return Err(TransportError::Unreachable(
+                    crate::util::redact::error_chain(&e.without_url()),
+                ))
+            }
+            Ok(Err(e)) => {
+                return Err(TransportError::Status(crate::util::redact::error_chain(
+                    &e.without_url(),
+                )))
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::GONE {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(TransportError::Status(status.to_string()));
+        }
+        let mut body = Vec::new();
+        loop {
+            let chunk = tokio::time::timeout(self.stall_timeout, response.chunk()).await;
+            match chunk {
+                Err(_) => return Err(TransportError::Status("the body stalled".into())),
+                Ok(Err(e)) => return Err(TransportError::Status(format!("reading the body: {e}"))),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    if body.len() + chunk.len() > limit {
+                        return Err(TransportError::TooLarge(limit));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+            }
+        }
+        Ok(Some(Bytes::from(body)))
+    }
+}

@@ -1,0 +1,482 @@
+//! The dependency graph of `--packages`, breadth-first (each level's POMs
+//! fetched in parallel): compile and runtime scopes transitively (test,
+//! provided and system not), optional dependencies skipped, exclusions along
+//! the path and the global ones applied, relocations followed, ranges resolved
+//! through `maven-metadata.xml`. Conflicts are decided as Spark's Ivy does
+//! (`spark`: the latest revision requested anywhere wins, and what only an
+//! evicted version needed goes with it) or as Maven does (`maven`: the nearest
+//! wins, the first at the same depth).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+
+use super::coord::{Coord, Exclusion, Key};
+use super::model::{Dep, Model, Models};
+use super::version::{ivy_cmp, Requirement};
+use super::{MavenError, Mode};
+
+/// The largest `maven-metadata.xml` read.
+const MAX_METADATA: usize = 4 << 20;
+/// Spark-mode rounds before giving up on conflicting versions settling.
+const MAX_ROUNDS: usize = 20;
+/// POMs fetched at once.
+const PARALLEL_POMS: usize = 16;
+
+/// One dependency waiting to be visited.
+#[derive(Debug, Clone)]
+struct Pending {
+    group: String,
+    artifact: String,
+    requirement: String,
+    kind: String,
+    classifier: Option<String>,
+    scope: String,
+    exclusions: Vec<Exclusion>,
+    /// The management of every module on the path, root-most first (Ivy applies
+    /// them as overrides: the root-most wins).
+    overrides: Vec<Arc<Model>>,
+    /// The modules that led here, root first.
+    path: Vec<String>,
+    /// Index of the visited node that declared it, for the tree.
+    parent: Option<usize>,
+}
+
+/// A module in the resolved graph.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub coord: Coord,
+    pub scope: String,
+    /// The jar it contributes (none for `pom` packaging, or another extension).
+    pub jar: Option<Coord>,
+    pub repo: usize,
+    pub path: Vec<String>,
+    pub parent: Option<usize>,
+}
+
+/// A version that lost a conflict.
+#[derive(Debug, Clone)]
+pub(crate) struct Evicted {
+    pub requested: String,
+    pub chosen: String,
+    pub by: Vec<String>,
+    pub parent: Option<usize>,
+}
+
+/// The graph: visited modules in breadth-first order, and the evictions.
+#[derive(Debug, Default)]
+pub(crate) struct Graph {
+    pub nodes: Vec<Node>,
+    pub evicted: Vec<Evicted>,
+}
+
+/// What one traversal saw.
+struct Round {
+    graph: Graph,
+    /// Every version asked for each module (after ranges and overrides).
+    requested: HashMap<Key, Vec<String>>,
+}
+
+pub(super) async fn graph(
+    models: &Models<'_>,
+    roots: &[Coord],
+    excludes: &[Exclusion],
+    mode: Mode,
+) -> Result<Graph, MavenError> {
+    let mut winners: HashMap<Key, String> = HashMap::new();
+    let mut seen: HashMap<Key, Vec<String>> = HashMap::new();
+    for _ in 0..MAX_ROUNDS {
+        let round = traverse(models, roots, excludes, mode, &winners).await?;
+        if mode == Mode::Maven {
+            return Ok(round.graph);
+        }
+        // Ivy: the latest revision asked for anywhere (so far) wins.
+        for (key, versions) in round.requested {
+            seen.entry(key).or_default().extend(versions);
+        }
+        let next: HashMap<Key, String> = seen
+            .iter()
+            .filter_map(|(key, versions)| {
+                let best = versions.iter().max_by(|a, b| ivy_cmp(a, b))?;
+                Some((key.clone(), best.clone()))
+            })
+            .collect();
+        if next == winners {
+            return Ok(round.graph);
+        }
+        winners = next;
+    }
+    Err(MavenError::Malformed(format!(
+        "the versions of conflicting dependencies did not settle in {MAX_ROUNDS} rounds"
+    )))
+}
+
+async fn traverse(
+    models: &Models<'_>,
+    roots: &[Coord],
+    excludes: &[Exclusion],
+    mode: Mode,
+    winners: &HashMap<Key, String>,
+) -> Result<Round, MavenError> {
+    let mut level: Vec<Pending> = roots
+        .iter()
+        .map(|c| Pending {
+            group: c.group.clone(),
+            artifact: c.artifact.clone(),
+            requirement: c.version.clone(),
+            kind: "jar".into(),
+            classifier: c.classifier.clone(),
+            scope: "compile".into(),
+            exclusions: Vec::new(),
+            overrides: Vec::new(),
+            path: Vec::new(),
+            parent: None,
+        })
+        .collect();
+    let mut graph = Graph::default();
+    let mut requested: HashMap<Key, Vec<String>> = HashMap::new();
+    let mut visited: HashMap<Key, String> = HashMap::new();
+    while !level.is_empty() {
+        // The versions this level asks for, then every POM of them at once.
+        let mut asked = Vec::with_capacity(level.len());
+        for p in &level {
+            let version = choose(models, p, mode).await?;
+            requested
+                .entry((p.group.clone(), p.artifact.clone()))
+                .or_default()
+                .push(version.clone());
+            asked.push(version);
+        }
+        let loaded = load_level(models, &level, &asked, winners).await;
+        let mut next = Vec::new();
+        for (p, version) in level.into_iter().zip(asked) {
+            let key = (p.group.clone(), p.artifact.clone());
+            let chosen = winners
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| version.clone());
+            if let Some(first) = visited.get(&key) {
+                if *first != version {
+                    graph.evicted.push(Evicted {
+                        requested: format!("{}:{}:{version}", p.group, p.artifact),
+                        chosen: first.clone(),
+                        by: p.path.clone(),
+                        parent: p.parent,
+                    });
+                }
+                continue;
+            }
+            if chosen != version {
+                graph.evicted.push(Evicted {
+                    requested: format!("{}:{}:{version}", p.group, p.artifact),
+                    chosen: chosen.clone(),
+                    by: p.path.clone(),
+                    parent: p.parent,
+                });
+            }
+            visited.insert(key, chosen.clone());
+            let model = match loaded.get(&(p.group.clone(), p.artifact.clone(), chosen.clone())) {
+                Some(Ok(model)) => model.clone(),
+                Some(Err(e)) => return Err(e.clone().required_by(&p.path)),
+                None => unreachable!("every wanted model is loaded"),
+            };
+            let id = graph.nodes.len();
+            let mut path = p.path.clone();
+            path.push(model.coord.to_string());
+            graph.nodes.push(Node {
+                coord: model.coord.clone(),
+                scope: p.scope.clone(),
+                jar: jar_of(&model, &p),
+                repo: model.repo,
+                path: p.path.clone(),
+                parent: p.parent,
+            });
+            let mut overrides = p.overrides.clone();
+            overrides.push(model.clone());
+            for dep in &model.dependencies {
+                let Some(scope) = transitive_scope(&p.scope, dep) else {
+                    continue;
+                };
+                if dep.optional
+                    || p.exclusions
+                        .iter()
+                        .any(|e| e.matches(&dep.group, &dep.artifact))
+                    || excludes
+                        .iter()
+                        .any(|e| e.matches(&dep.group, &dep.artifact))
+                {
+                    continue;
+                }
+                let mut exclusions = p.exclusions.clone();
+                exclusions.extend(dep.exclusions.iter().cloned());
+                next.push(Pending {
+                    group: dep.group.clone(),
+                    artifact: dep.artifact.clone(),
+                    requirement: dep.version.clone().unwrap_or_default(),
+                    kind: dep.kind.clone(),
+                    classifier: dep.classifier.clone(),
+                    scope,
+                    exclusions,
+                    overrides: overrides.clone(),
+                    path: path.clone(),
+                    parent: Some(id),
+                });
+            }
+        }
+        level = next;
+    }
+    Ok(Round { graph, requested })
+}
+
+/// The model of every module a level asks for (the winning version where one
+/// is known), fetched at once.
+async fn load_level(
+    models: &Models<'_>,
+    level: &[Pending],
+    asked: &[String],
+    winners: &HashMap<Key, String>,
+) -> HashMap<(String, String, String), Result<Arc<Model>, MavenError>> {
+    let wanted: Vec<(String, String, String)> = level
+        .iter()
+        .zip(asked)
+        .map(|(p, v)| {
+            let key = (p.group.clone(), p.artifact.clone());
+            let v = winners.get(&key).cloned().unwrap_or_else(|| v.clone());
+            (p.group.clone(), p.artifact.clone(), v)
+        })
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    futures_util::stream::iter(wanted)
+        .map(|(g, a, v)| async move {
+            let model = load_relocated(models, &g, &a, &v).await;
+            ((g, a, v), model)
+        })
+        .buffer_unordered(PARALLEL_POMS)
+        .collect()
+        .await
+}
+
+/// The version `p` asks for: Ivy applies the management of the modules on its
+/// path as overrides (the root-most wins); a range becomes the highest
+/// available version in it.
+async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, MavenError> {
+    let mut requirement = p.requirement.clone();
+    if mode == Mode::Spark {
+        // Not the declaring module's own management: that already filled in the
+        // dependency (and an explicit version there wins over it).
+        let ancestors = p.overrides.len().saturating_sub(1);
+        if let Some(managed) = p.overrides[..ancestors].iter().find_map(|m| {
+            m.management.iter().find(|d| {
+                d.group == p.group
+                    && d.artifact == p.artifact
+                    && d.kind == p.kind
+                    && d.classifier == p.classifier
+            })
+        }) {
+            if let Some(v) = &managed.version {
+                requirement = v.clone();
+            }
+        }
+    }
+    let parsed = Requirement::parse(&requirement).map_err(|why| {
+        MavenError::Malformed(format!(
+            "{}:{} (required by {}): {why}",
+            p.group,
+            p.artifact,
+            shown_path(&p.path)
+        ))
+    })?;
+    if let Requirement::Soft(v) = parsed {
+        return Ok(v);
+    }
+    let available = available_versions(models, &p.group, &p.artifact).await?;
+    parsed
+        .pick(&available)
+        .cloned()
+        .ok_or_else(|| MavenError::NotFound {
+            what: format!(
+                "a version of {}:{} in {requirement} (available: {})",
+                p.group,
+                p.artifact,
+                if available.is_empty() {
+                    "none".to_owned()
+                } else {
+                    available.join(", ")
+                }
+            ),
+            path: p.path.clone(),
+            misses: Default::default(),
+        })
+}
+
+/// Every version `maven-metadata.xml` lists for `group:artifact`, in the first
+/// repository that has it.
+async fn available_versions(
+    models: &Models<'_>,
+    group: &str,
+    artifact: &str,
+) -> Result<Vec<String>, MavenError> {
+    let path = format!("{}/{artifact}/maven-metadata.xml", group.replace('.', "/"));
+    let found = match models.repos.first(&path, MAX_METADATA).await? {
+        Ok(found) => found,
+        Err(_) => return Ok(Vec::new()),
+    };
+    let text = std::str::from_utf8(&found.bytes)
+        .map_err(|_| MavenError::Malformed(format!("{path}: maven-metadata.xml is not UTF-8")))?;
+    let doc = roxmltree::Document::parse(text)
+        .map_err(|e| MavenError::Malformed(format!("{path}: not well-formed XML: {e}")))?;
+    Ok(doc
+        .descendants()
+        .filter(|n| n.is_element() && n.tag_name().name() == "version")
+        .filter(|n| {
+            n.parent()
+                .is_some_and(|p| p.tag_name().name() == "versions")
+        })
+        .filter_map(|n| n.text())
+        .map(|t| t.trim().to_owned())
+        .collect())
+}
+
+/// The model of `g:a:v`, following relocations (a few hops).
+async fn load_relocated(
+    models: &Models<'_>,
+    g: &str,
+    a: &str,
+    v: &str,
+) -> Result<Arc<Model>, MavenError> {
+    let (mut g, mut a, mut v) = (g.to_owned(), a.to_owned(), v.to_owned());
+    for _ in 0..5 {
+        let model = models.get(&g, &a, &v, Vec::new()).await?;
+        let Some(r) = &model.relocation else {
+            return Ok(model);
+        };
+        let target = (
+            r.group.clone().unwrap_or_else(|| g.clone()),
+            r.artifact.clone().unwrap_or_else(|| a.clone()),
+            r.version.clone().unwrap_or_else(|| v.clone()),
+        );
+        if target == (g.clone(), a.clone(), v.clone()) {
+            return Ok(model);
+        }
+        tracing::info!(
+            "{g}:{a}:{v} is relocated to {}:{}:{}",
+            target.0,
+            target.1,
+            target.2
+        );
+        (g, a, v) = target;
+    }
+    Err(MavenError::Malformed(format!(
+        "{g}:{a}:{v}: more than 5 relocations"
+    )))
+}
+
+/// The jar a module contributes: its main artifact (or the classifier asked
+/// for), unless it is a `pom` module or the dependency asks for a `pom`.
+fn jar_of(model: &Model, p: &Pending) -> Option<Coord> {
+    if p.kind == "pom" || model.packaging == "pom" {
+        return None;
+    }
+    let (ext, classifier) = match p.kind.as_str() {
+        "test-jar" => ("jar", Some("tests".to_owned())),
+        "jar" | "bundle" | "maven-plugin" | "ejb" | "eclipse-plugin" | "orbit" => {
+            ("jar", p.classifier.clone())
+        }
+        other => (other, p.classifier.clone()),
+    };
+    Some(Coord {
+        classifier,
+        ext: ext.to_owned(),
+        ..model.coord.clone()
+    })
+}
+
+/// A dependency's scope through a module reached with `parent`: compile and
+/// runtime are transitive (runtime wins), the others are not.
+fn transitive_scope(parent: &str, dep: &Dep) -> Option<String> {
+    match dep.scope.as_deref().unwrap_or("compile") {
+        "compile" => Some(parent.to_owned()),
+        "runtime" => Some("runtime".into()),
+        _ => None,
+    }
+}
+
+/// The modules that required one, nearest first: `b:1 <- a:1 (--packages)`.
+pub(crate) fn shown_path(path: &[String]) -> String {
+    if path.is_empty() {
+        "--packages".to_owned()
+    } else {
+        let mut nearest_first: Vec<&str> = path.iter().map(String::as_str).rev().collect();
+        nearest_first.push("--packages");
+        nearest_first.join(" <- ")
+    }
+}
+
+/// The tree as `mvn dependency:tree` draws it: chosen modules, and under their
+/// requesters the versions that lost.
+pub(crate) fn tree(graph: &Graph) -> Vec<String> {
+    let mut children: BTreeMap<Option<usize>, Vec<Line>> = BTreeMap::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        children.entry(node.parent).or_default().push(Line::Node(i));
+    }
+    for (i, e) in graph.evicted.iter().enumerate() {
+        children.entry(e.parent).or_default().push(Line::Evicted(i));
+    }
+    let mut out = Vec::new();
+    fn walk(
+        graph: &Graph,
+        children: &BTreeMap<Option<usize>, Vec<Line>>,
+        at: Option<usize>,
+        prefix: &str,
+        out: &mut Vec<String>,
+    ) {
+        let Some(lines) = children.get(&at) else {
+            return;
+        };
+        for (n, line) in lines.iter().enumerate() {
+            let last = n + 1 == lines.len();
+            let branch = if at.is_none() {
+                ""
+            } else if last {
+                "\\- "
+            } else {
+                "+- "
+            };
+            match line {
+                Line::Node(i) => {
+                    let node = &graph.nodes[*i];
+                    let kind = node.jar.as_ref().map_or("pom", |j| j.ext.as_str());
+                    out.push(format!(
+                        "{prefix}{branch}{}:{kind}:{}",
+                        node.coord, node.scope
+                    ));
+                    let deeper = if at.is_none() {
+                        String::new()
+                    } else if last {
+                        format!("{prefix}   ")
+                    } else {
+                        format!("{prefix}|  ")
+                    };
+                    walk(graph, children, Some(*i), &deeper, out);
+                }
+                Line::Evicted(i) => {
+                    let e = &graph.evicted[*i];
+                    out.push(format!(
+                        "{prefix}{branch}({} - omitted for conflict with {})",
+                        e.requested, e.chosen
+                    ));
+                }
+            }
+        }
+    }
+    walk(graph, &children, None, "", &mut out);
+    out
+}
+
+#[derive(Debug)]
+enum Line {
+    Node(usize),
+    Evicted(usize),
+}

@@ -1,0 +1,372 @@
+//! The resolver against in-memory repositories: every POM semantic and every
+//! hostile case, each in a few lines of POM.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sha1::Digest;
+
+use super::coord::{Coord, Exclusion};
+use super::repo::{Repo, Transport, TransportError};
+use super::*;
+
+/// Files by URL; a URL listed in `down` does not answer; every GET is logged.
+#[derive(Default)]
+struct Mem {
+    files: HashMap<String, Vec<u8>>,
+    down: Vec<String>,
+    log: Mutex<Vec<String>>,
+}
+
+const REPO: &str = "http://repo.test/m2/";
+
+impl Mem {
+    fn pom(&mut self, gav: &str, body: &str) {
+        let [g, a, v]: [&str; 3] = gav.split(':').collect::<Vec<_>>().try_into().unwrap();
+        let c = Coord::new(g, a, v);
+        let xml = format!(
+            "<project><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>{body}</project>"
+        );
+        self.put(&c.pom().path(), xml.as_bytes(), true);
+        self.put(&c.path(), format!("jar of {gav}").as_bytes(), true);
+    }
+
+    fn put(&mut self, path: &str, bytes: &[u8], sha1: bool) {
+        self.files.insert(format!("{REPO}{path}"), bytes.to_vec());
+        if sha1 {
+            self.files.insert(
+                format!("{REPO}{path}.sha1"),
+                hex::encode(sha1::Sha1::digest(bytes)).into_bytes(),
+            );
+        }
+    }
+
+    fn gets(&self, suffix: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|u| u.ends_with(suffix))
+            .count()
+    }
+}
+
+#[async_trait]
+impl Transport for Mem {
+    async fn get(&self, url: &url::Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        self.log.lock().unwrap().push(url.to_string());
+        if self.down.iter().any(|d| url.as_str().starts_with(d)) {
+            return Err(TransportError::Unreachable("connection refused".into()));
+        }
+        match self.files.get(url.as_str()) {
+            Some(b) if b.len() > limit => Err(TransportError::TooLarge(limit)),
+            Some(b) => Ok(Some(Bytes::from(b.clone()))),
+            None => Ok(None),
+        }
+    }
+}
+
+fn dep(gav: &str) -> String {
+    let parts: Vec<&str> = gav.split(':').collect();
+    let version = parts
+        .get(2)
+        .map(|v| format!("<version>{v}</version>"))
+        .unwrap_or_default();
+    format!(
+        "<dependency><groupId>{}</groupId><artifactId>{}</artifactId>{version}</dependency>",
+        parts[0], parts[1]
+    )
+}
+
+fn deps(list: &[&str]) -> String {
+    format!(
+        "<dependencies>{}</dependencies>",
+        list.iter().map(|d| dep(d)).collect::<String>()
+    )
+}
+
+async fn run(
+    mem: Mem,
+    packages: &[&str],
+    mode: Mode,
+) -> (Result<Resolution, MavenError>, Arc<Mem>) {
+    let mem = Arc::new(mem);
+    let request = Request {
+        packages: packages
+            .iter()
+            .map(|p| Coord::parse_package(p).unwrap())
+            .collect(),
+        repositories: vec![Repo::new(REPO).unwrap()],
+        excludes: Vec::new(),
+        mode,
+    };
+    (resolve(&request, mem.clone()).await, mem)
+}
+
+fn names(r: &Resolution) -> Vec<String> {
+    r.jars.iter().map(|j| j.coord.to_string()).collect()
+}
+
+#[tokio::test]
+async fn parents_properties_boms_and_scopes() {
+    let mut m = Mem::default();
+    m.pom(
+        "org.x:grand:1",
+        "<packaging>pom</packaging><properties><lib.version>2.0</lib.version></properties>",
+    );
+    m.pom(
+        "org.x:parent:1",
+        "<packaging>pom</packaging><parent><groupId>org.x</groupId><artifactId>grand</artifactId><version>1</version></parent>\
+         <dependencyManagement><dependencies>\
+           <dependency><groupId>org.x</groupId><artifactId>bom</artifactId><version>${project.version}</version><type>pom</type><scope>import</scope></dependency>\
+         </dependencies></dependencyManagement>",
+    );
+    m.pom(
+        "org.x:bom:1",
+        &format!(
+            "<packaging>pom</packaging><dependencyManagement>{}</dependencyManagement>",
+            deps(&["org.y:managed:3.1"])
+        ),
+    );
+    m.pom(
+        "org.x:app:1",
+        "<parent><groupId>org.x</groupId><artifactId>parent</artifactId><version>1</version></parent>\
+         <dependencies>\
+           <dependency><groupId>org.y</groupId><artifactId>lib</artifactId><version>${lib.version}</version></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>managed</artifactId></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>rt</artifactId><version>1</version><scope>runtime</scope></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>test</artifactId><version>1</version><scope>test</scope></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>prov</artifactId><version>1</version><scope>provided</scope></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>opt</artifactId><version>1</version><optional>true</optional></dependency>\
+           <dependency><groupId>org.y</groupId><artifactId>types</artifactId><version>1</version><type>pom</type></dependency>\
+         </dependencies>",
+    );
+    for gav in [
+        "org.y:lib:2.0",
+        "org.y:managed:3.1",
+        "org.y:rt:1",
+        "org.y:types:1",
+    ] {
+        m.pom(gav, "");
+    }
+    let (r, mem) = run(m, &["org.x:app:1"], Mode::Spark).await;
+    let r = r.unwrap();
+    assert_eq!(
+        names(&r),
+        vec![
+            "org.x:app:1",
+            "org.y:lib:2.0",
+            "org.y:managed:3.1",
+            "org.y:rt:1"
+        ]
+    );
+    assert!(r.jars.iter().all(|j| j.sha1.is_some()));
+    assert_eq!(r.jars[1].path, vec!["org.x:app:1".to_owned()]);
+    assert_eq!(r.jars[0].coord.spark_name(), "org.x_app-1.jar");
+    // Every POM once, however often it is needed.
+    assert_eq!(mem.gets("/parent-1.pom"), 1);
+    assert_eq!(
+        r.tree,
+        vec![
+            "org.x:app:1:jar:compile",
+            "+- org.y:lib:2.0:jar:compile",
+            "+- org.y:managed:3.1:jar:compile",
+            "+- org.y:rt:1:jar:runtime",
+            "\\- org.y:types:1:pom:compile",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn conflicts_latest_for_spark_nearest_for_maven() {
+    let mut m = Mem::default();
+    // a -> c:1 ; a -> b -> c:2 (c:1 is nearer, c:2 is later); c:1 -> only1
+    m.pom("g:a:1", &deps(&["g:c:1", "g:b:1"]));
+    m.pom("g:b:1", &deps(&["g:c:2"]));
+    m.pom("g:c:1", &deps(&["g:only1:1"]));
+    m.pom("g:c:2", "");
+    m.pom("g:only1:1", "");
+    let mem = m;
+    let (spark, _) = run(clone_mem(&mem), &["g:a:1"], Mode::Spark).await;
+    let spark = spark.unwrap();
+    assert_eq!(names(&spark), vec!["g:a:1", "g:c:2", "g:b:1"]);
+    assert!(
+        spark.evicted[0].starts_with("g:c:1 -> 2"),
+        "{:?}",
+        spark.evicted
+    );
+    let (maven, _) = run(mem, &["g:a:1"], Mode::Maven).await;
+    let maven = maven.unwrap();
+    assert_eq!(names(&maven), vec!["g:a:1", "g:c:1", "g:b:1", "g:only1:1"]);
+    assert!(maven
+        .tree
+        .iter()
+        .any(|l| l.contains("(g:c:2 - omitted for conflict with 1)")));
+}
+
+fn clone_mem(m: &Mem) -> Mem {
+    Mem {
+        files: m.files.clone(),
+        down: m.down.clone(),
+        log: Mutex::new(Vec::new()),
+    }
+}
+
+#[tokio::test]
+async fn exclusions_ranges_relocations_and_classifiers() {
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        "<dependencies>\
+           <dependency><groupId>g</groupId><artifactId>b</artifactId><version>1</version>\
+             <exclusions><exclusion><groupId>g</groupId><artifactId>x*</artifactId></exclusion></exclusions></dependency>\
+           <dependency><groupId>g</groupId><artifactId>ranged</artifactId><version>[1.0,2.0)</version></dependency>\
+           <dependency><groupId>g</groupId><artifactId>old</artifactId><version>1</version></dependency>\
+           <dependency><groupId>g</groupId><artifactId>native</artifactId><version>1</version><classifier>linux</classifier></dependency>\
+         </dependencies>",
+    );
+    m.pom("g:b:1", &deps(&["g:xa:1", "g:kept:1"]));
+    m.pom("g:kept:1", "");
+    m.put(
+        "g/ranged/maven-metadata.xml",
+        b"<metadata><versioning><versions><version>0.9</version><version>1.0</version><version>1.5</version><version>2.0</version></versions></versioning></metadata>",
+        true,
+    );
+    m.pom("g:ranged:1.5", "");
+    m.pom(
+        "g:old:1",
+        "<distributionManagement><relocation><groupId>g2</groupId></relocation></distributionManagement>",
+    );
+    m.pom("g2:old:1", "");
+    m.pom("g:native:1", "");
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let r = r.unwrap();
+    assert_eq!(
+        names(&r),
+        vec![
+            "g:a:1",
+            "g:b:1",
+            "g:ranged:1.5",
+            "g2:old:1",
+            "g:native:1:linux",
+            "g:kept:1"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn spark_excludes_its_own_modules_and_scala_library() {
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        &deps(&[
+            "org.apache.spark:spark-core_2.12:3.5.1",
+            "org.scala-lang:scala-library:2.12.18",
+            "org.apache.spark:spark-avro_2.12:3.5.1",
+        ]),
+    );
+    m.pom("org.apache.spark:spark-avro_2.12:3.5.1", "");
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    assert_eq!(
+        names(&r.unwrap()),
+        vec!["g:a:1", "org.apache.spark:spark-avro_2.12:3.5.1"]
+    );
+}
+
+#[tokio::test]
+async fn hostile_repositories_fail_clearly() {
+    // A missing dependency names the coordinate, the path and the repository.
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:b:1"]));
+    m.pom("g:b:1", &deps(&["g:gone:1"]));
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("cannot find the POM of g:gone:1 (required by g:b:1 <- g:a:1 <- --packages)")
+            && e.contains("http://repo.test/m2/: not found"),
+        "{e}"
+    );
+    // A parent cycle, a property cycle.
+    let mut m = Mem::default();
+    m.pom(
+        "g:p:1",
+        "<parent><groupId>g</groupId><artifactId>q</artifactId><version>1</version></parent>",
+    );
+    m.pom(
+        "g:q:1",
+        "<parent><groupId>g</groupId><artifactId>p</artifactId><version>1</version></parent>",
+    );
+    let (r, _) = run(m, &["g:p:1"], Mode::Spark).await;
+    assert!(r.unwrap_err().to_string().contains("cycle"));
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        "<properties><x>${y}</x><y>${x}</y></properties><dependencies><dependency><groupId>g</groupId><artifactId>b</artifactId><version>${x}</version></dependency></dependencies>",
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    assert!(r.unwrap_err().to_string().contains("refers to itself"));
+    // An HTML page as a POM; a damaged POM (sha1 mismatch).
+    let mut m = Mem::default();
+    m.put(
+        "g/a/1/a-1.pom",
+        b"<!DOCTYPE html><html><body>Sign in</body></html>",
+        false,
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("a-1.pom: an HTML page, not a POM"), "{e}");
+    let mut m = Mem::default();
+    m.pom("g:a:1", "");
+    m.files.insert(
+        format!("{REPO}g/a/1/a-1.pom.sha1"),
+        b"0000000000000000000000000000000000000000".to_vec(),
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err();
+    assert!(matches!(e, MavenError::Integrity(_)), "{e}");
+    // A range nothing satisfies.
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:r:[5,6)"]));
+    m.put(
+        "g/r/maven-metadata.xml",
+        b"<metadata><versioning><versions><version>1</version></versions></versioning></metadata>",
+        false,
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("a version of g:r in [5,6) (available: 1)"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_repository_is_tried_once() {
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:b:1", "g:c:1"]));
+    m.pom("g:b:1", "");
+    m.pom("g:c:1", "");
+    m.down.push("http://down.test/".into());
+    let mem = Arc::new(m);
+    let request = Request {
+        packages: vec![Coord::parse_package("g:a:1").unwrap()],
+        repositories: vec![
+            Repo::new("http://down.test/maven2").unwrap(),
+            Repo::new(REPO).unwrap(),
+        ],
+        excludes: vec![Exclusion::parse("g:c").unwrap()],
+        mode: Mode::Spark,
+    };
+    let r = resolve(&request, mem.clone()).await.unwrap();
+    assert_eq!(names(&r), vec!["g:a:1", "g:b:1"]);
+    let down = mem
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|u| u.starts_with("http://down.test/"))
+        .count();
+    assert_eq!(down, 1);
+}

@@ -1,0 +1,432 @@
+//! Version ordering and ranges, as the two resolvers order them:
+//! - Ivy's `LatestRevisionStrategy` (what Spark's `--packages` uses to pick the
+//!   latest of conflicting revisions): parts split on `.`, `-`, `_`, `+` and at
+//!   digit/letter changes; a number beats a word; `dev` < other words < `rc` <
+//!   `final`; other words compare as strings.
+//! - Maven's `ComparableVersion` (nearest-wins resolution, ranges): numbers
+//!   numerically, qualifiers `alpha` < `beta` < `milestone` < `rc` < `snapshot` <
+//!   release (`""`, `ga`, `final`, `release`) < `sp` < other words; trailing zero
+//!   parts ignored (`1.0` = `1`).
+//!
+//! Ranges are Maven's: `[1.0,2.0)`, `[1.5,)`, `(,1.0]`, `[1.2]`, unions separated
+//! by commas between sets; a plain version is a "soft" requirement, not a range.
+
+use std::cmp::Ordering;
+
+/// Ivy's `LatestRevisionStrategy` comparison.
+pub(crate) fn ivy_cmp(a: &str, b: &str) -> Ordering {
+    let split = |v: &str| -> Vec<String> {
+        let mut spaced = String::with_capacity(v.len() + 4);
+        let mut prev: Option<char> = None;
+        for c in v.chars() {
+            if let Some(p) = prev {
+                if (p.is_ascii_alphabetic() && c.is_ascii_digit())
+                    || (p.is_ascii_digit() && c.is_ascii_alphabetic())
+                {
+                    spaced.push('.');
+                }
+            }
+            spaced.push(c);
+            prev = Some(c);
+        }
+        spaced
+            .split(['.', '_', '-', '+'])
+            .map(str::to_owned)
+            .collect()
+    };
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let special = |s: &str| match s.to_ascii_lowercase().as_str() {
+        "dev" => Some(-1),
+        "rc" => Some(1),
+        "final" => Some(2),
+        _ => None,
+    };
+    let (pa, pb) = (split(a), split(b));
+    let mut i = 0;
+    while i < pa.len() && i < pb.len() {
+        let (x, y) = (&pa[i], &pb[i]);
+        i += 1;
+        if x == y {
+            continue;
+        }
+        match (number(x), number(y)) {
+            (true, false) => return Ordering::Greater,
+            (false, true) => return Ordering::Less,
+            (true, true) => return cmp_digits(x, y),
+            (false, false) => {}
+        }
+        return match (special(x), special(y)) {
+            (Some(sx), sy) => sx.cmp(&sy.unwrap_or(0)),
+            (None, Some(sy)) => 0.cmp(&sy),
+            (None, None) => x.cmp(y),
+        };
+    }
+    if i < pa.len() {
+        return if number(&pa[i]) {
+            Ordering::Greater
+        } else {
+            Ordering::Less
+        };
+    }
+    if i < pb.len() {
+        return if number(&pb[i]) {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+    }
+    Ordering::Equal
+}
+
+/// Two runs of digits as numbers (any length, leading zeros ignored).
+fn cmp_digits(x: &str, y: &str) -> Ordering {
+    let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+    x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+}
+
+/// One item of a Maven version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Item {
+    Int(String),
+    Str(String),
+    List(Vec<Item>),
+}
+
+/// Maven's `ComparableVersion` comparison.
+pub(crate) fn maven_cmp(a: &str, b: &str) -> Ordering {
+    cmp_lists(&parse_maven(a), &parse_maven(b))
+}
+
+fn parse_maven(version: &str) -> Vec<Item> {
+    // A stack of lists: '-' (and a digit/letter change) opens a sublist.
+    let v = version.to_ascii_lowercase();
+    let mut stack: Vec<Vec<Item>> = vec![Vec::new()];
+    let mut token = String::new();
+    let mut digits = false;
+    let push = |stack: &mut Vec<Vec<Item>>, token: &mut String, digits: bool| {
+        let item = if digits {
+            Item::Int(token.trim_start_matches('0').to_owned())
+        } else {
+            Item::Str(canonical_qualifier(token))
+        };
+        stack.last_mut().expect("stack").push(item);
+        token.clear();
+    };
+    for c in v.chars() {
+        match c {
+            '.' => {
+                push(&mut stack, &mut token, digits);
+            }
+            '-' => {
+                push(&mut stack, &mut token, digits);
+                stack.push(Vec::new());
+            }
+            c => {
+                let is_digit = c.is_ascii_digit();
+                if !token.is_empty() && is_digit != digits {
+                    // A letter followed by a digit is a short qualifier (a1 = alpha-1).
+                    if is_digit && token.len() == 1 {
+                        token = canonical_short(&token);
+                    }
+                    push(&mut stack, &mut token, digits);
+                    stack.push(Vec::new());
+                }
+                digits = is_digit;
+                token.push(c);
+            }
+        }
+    }
+    if !token.is_empty() || stack.len() > 1 {
+        push(&mut stack, &mut token, digits);
+    }
+    while stack.len() > 1 {
+        let list = normalize(stack.pop().expect("stack"));
+        stack.last_mut().expect("stack").push(Item::List(list));
+    }
+    normalize(stack.pop().expect("stack"))
+}
+
+/// Drops "null" items (0, "", "final", "ga", "release") from the end, looking
+/// past sublists as Maven does (`1.0-1` = `1-1`).
+fn normalize(mut list: Vec<Item>) -> Vec<Item> {
+    let mut i = list.len();
+    while i > 0 {
+        i -= 1;
+        if is_null(&list[i]) {
+            list.remove(i);
+        } else if !matches!(list[i], Item::List(_)) {
+            break;
+        }
+    }
+    list
+}
+
+/// `a`, `b`, `m` right before a digit.
+fn canonical_short(q: &str) -> String {
+    match q {
+        "a" => "alpha".into(),
+        "b" => "beta".into(),
+        "m" => "milestone".into(),
+        other => other.to_owned(),
+    }
+}
+
+fn is_null(item: &Item) -> bool {
+    match item {
+        Item::Int(n) => n.is_empty(),
+        Item::Str(s) => s.is_empty(),
+        Item::List(l) => l.is_empty(),
+    }
+}
+
+fn canonical_qualifier(q: &str) -> String {
+    match q {
+        "cr" => "rc".into(),
+        "ga" | "final" | "release" => String::new(),
+        other => other.to_owned(),
+    }
+}
+
+/// The rank of a qualifier; unknown words rank after `sp`, among themselves by name.
+fn qualifier_rank(q: &str) -> (u8, &str) {
+    match q {
+        "alpha" => (0, ""),
+        "beta" => (1, ""),
+        "milestone" => (2, ""),
+        "rc" => (3, ""),
+        "snapshot" => (4, ""),
+        "" => (5, ""),
+        "sp" => (6, ""),
+        other => (7, other),
+    }
+}
+
+fn cmp_items(a: Option<&Item>, b: Option<&Item>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (Some(x), None) => cmp_items(None, Some(x)).reverse(),
+        (None, Some(y)) => match y {
+            // Compared with nothing: a number is more unless zero; a qualifier
+            // less unless it ranks after a release; a list by its first item.
+            Item::Int(n) => {
+                if n.is_empty() {
+                    Ordering::Equal
+                } else {
+                    Ordering::Less
+                }
+            }
+            Item::Str(s) => qualifier_rank("").cmp(&qualifier_rank(s)),
+            Item::List(l) => match l.first() {
+                None => Ordering::Equal,
+                Some(first) => cmp_items(None, Some(first)),
+            },
+        },
+        (Some(x), Some(y)) => match (x, y) {
+            (Item::Int(p), Item::Int(q)) => cmp_digits(p, q),
+            (Item::Int(_), _) => Ordering::Greater,
+            (Item::Str(_), Item::Int(_)) => Ordering::Less,
+            (Item::Str(p), Item::Str(q)) => qualifier_rank(p).cmp(&qualifier_rank(q)),
+            (Item::Str(_), Item::List(_)) => Ordering::Less,
+            (Item::List(_), Item::Int(_)) => Ordering::Less,
+            (Item::List(_), Item::Str(_)) => Ordering::Greater,
+            (Item::List(p), Item::List(q)) => cmp_lists(p, q),
+        },
+    }
+}
+
+fn cmp_lists(a: &[Item], b: &[Item]) -> Ordering {
+    let n = a.len().max(b.len());
+    for i in 0..n {
+        let c = cmp_items(a.get(i), b.get(i));
+        if c != Ordering::Equal {
+            return c;
+        }
+    }
+    Ordering::Equal
+}
+
+/// A Maven version requirement: a soft version, or ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Requirement {
+    Soft(String),
+    Ranges(Vec<Range>),
+}
+
+/// One range of a requirement; `None` bounds are open-ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub lower: Option<(String, bool)>,
+    pub upper: Option<(String, bool)>,
+}
+
+impl Range {
+    fn contains(&self, v: &str) -> bool {
+        let above = match &self.lower {
+            None => true,
+            Some((l, inclusive)) => match maven_cmp(v, l) {
+                Ordering::Greater => true,
+                Ordering::Equal => *inclusive,
+                Ordering::Less => false,
+            },
+        };
+        let below = match &self.upper {
+            None => true,
+            Some((u, inclusive)) => match maven_cmp(v, u) {
+                Ordering::Less => true,
+                Ordering::Equal => *inclusive,
+                Ordering::Greater => false,
+            },
+        };
+        above && below
+    }
+}
+
+impl Requirement {
+    /// Parses a `<version>` value.
+    pub(crate) fn parse(spec: &str) -> Result<Requirement, String> {
+        let spec = spec.trim();
+        if !spec.starts_with(['[', '(']) {
+            if spec.is_empty() {
+                return Err("an empty version".into());
+            }
+            return Ok(Requirement::Soft(spec.to_owned()));
+        }
+        let mut ranges = Vec::new();
+        let mut rest = spec;
+        while !rest.is_empty() {
+            let open = rest.chars().next().expect("non-empty");
+            if !matches!(open, '[' | '(') {
+                return Err(format!("'{spec}' is not a version range"));
+            }
+            let end = rest
+                .find([']', ')'])
+                .ok_or_else(|| format!("'{spec}' has an unclosed range"))?;
+            let close = rest[end..].chars().next().expect("found");
+            let inner = &rest[1..end];
+            let range = match inner.split_once(',') {
+                None => {
+                    if open != '[' || close != ']' || inner.trim().is_empty() {
+                        return Err(format!("'{spec}': a single version needs [x]"));
+                    }
+                    let v = inner.trim().to_owned();
+                    Range {
+                        lower: Some((v.clone(), true)),
+                        upper: Some((v, true)),
+                    }
+                }
+                Some((lo, hi)) => {
+                    let bound = |s: &str, inclusive: bool| {
+                        let s = s.trim();
+                        (!s.is_empty()).then(|| (s.to_owned(), inclusive))
+                    };
+                    Range {
+                        lower: bound(lo, open == '['),
+                        upper: bound(hi, close == ']'),
+                    }
+                }
+            };
+            ranges.push(range);
+            rest = rest[end + 1..].trim_start();
+            if let Some(next) = rest.strip_prefix(',') {
+                rest = next.trim_start();
+                if rest.is_empty() {
+                    return Err(format!("'{spec}' ends with a comma"));
+                }
+            } else if !rest.is_empty() {
+                return Err(format!("'{spec}' has text after a range"));
+            }
+        }
+        Ok(Requirement::Ranges(ranges))
+    }
+
+    /// The highest of `available` that satisfies the ranges (Maven and Ivy both
+    /// pick the highest); `None` for a soft version.
+    pub(crate) fn pick<'a>(&self, available: &'a [String]) -> Option<&'a String> {
+        let Requirement::Ranges(ranges) = self else {
+            return None;
+        };
+        available
+            .iter()
+            .filter(|v| ranges.iter().any(|r| r.contains(v)))
+            .max_by(|a, b| maven_cmp(a, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ivy_orders_as_latest_revision_does() {
+        let ordered = [
+            "1.0-dev",
+            "1.0-alpha",
+            "1.0-rc1",
+            "1.0",
+            "1.0.1",
+            "1.1",
+            "1.10",
+            "2.0-final",
+        ];
+        for w in ordered.windows(2) {
+            assert_eq!(ivy_cmp(w[0], w[1]), Ordering::Less, "{} < {}", w[0], w[1]);
+            assert_eq!(ivy_cmp(w[1], w[0]), Ordering::Greater);
+        }
+        assert_eq!(ivy_cmp("1.0", "1.0"), Ordering::Equal);
+        // A number beats a word at the same place.
+        assert_eq!(ivy_cmp("1.0.1", "1.0.debian"), Ordering::Greater);
+        assert_eq!(ivy_cmp("2.12.10", "2.12.9"), Ordering::Greater);
+    }
+
+    #[test]
+    fn maven_orders_as_comparable_version_does() {
+        let ordered = [
+            "1-alpha",
+            "1-beta",
+            "1-milestone",
+            "1-rc",
+            "1-snapshot",
+            "1",
+            "1-sp",
+            "1.0.1",
+            "1.1",
+            "1.10",
+            "2",
+        ];
+        for w in ordered.windows(2) {
+            assert_eq!(maven_cmp(w[0], w[1]), Ordering::Less, "{} < {}", w[0], w[1]);
+            assert_eq!(maven_cmp(w[1], w[0]), Ordering::Greater);
+        }
+        for (a, b) in [
+            ("1.0", "1"),
+            ("1.0.0", "1"),
+            ("1-ga", "1"),
+            ("1.0-final", "1"),
+            ("1a1", "1-alpha-1"),
+        ] {
+            assert_eq!(maven_cmp(a, b), Ordering::Equal, "{a} = {b}");
+        }
+        assert_eq!(maven_cmp("2.0.0-M1", "2.0.0"), Ordering::Less);
+        assert_eq!(maven_cmp("1.2.3.RELEASE", "1.2.3"), Ordering::Equal);
+    }
+
+    #[test]
+    fn ranges_pick_the_highest_match() {
+        let have: Vec<String> = ["1.0", "1.5", "2.0", "2.1-SNAPSHOT", "3.0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let pick = |spec: &str| Requirement::parse(spec).unwrap().pick(&have).cloned();
+        assert_eq!(pick("[1.0,2.0)"), Some("1.5".into()));
+        assert_eq!(pick("[1.0,2.0]"), Some("2.0".into()));
+        assert_eq!(pick("[2.5,)"), Some("3.0".into()));
+        assert_eq!(pick("(,1.0]"), Some("1.0".into()));
+        assert_eq!(pick("[1.5]"), Some("1.5".into()));
+        assert_eq!(pick("[1.0,1.2),[2.0,2.0]"), Some("2.0".into()));
+        assert_eq!(pick("[4,5)"), None);
+        assert_eq!(pick("1.0"), None);
+        for bad in ["[1.0", "[1.0,2.0)x", "[,]x", "[1,2),", "[]"] {
+            assert!(Requirement::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
