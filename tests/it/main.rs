@@ -16,6 +16,7 @@ mod http_errors;
 mod image;
 mod integrity;
 mod jvm;
+mod maven;
 mod nginx;
 mod observability;
 mod outputs;

@@ -123,6 +123,11 @@ impl Sandbox {
         Run::new(self, "check")
     }
 
+    /// `spark-localizer resolve` (the fetch flags apply; no directories given).
+    pub fn resolve(&self) -> Run<'_> {
+        Run::new(self, "resolve").no_dirs()
+    }
+
     /// Writes a helper file (header file, checksums, properties) under the sandbox root.
     pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
         let path = self.root.join(name);

@@ -1,0 +1,364 @@
+//! `--packages`, `resolve` and `--lock` against a real Maven repository: Debian's
+//! `/usr/share/maven-repo` (filled by the `maven` and `lib*-java` packages
+//! `scripts/test.sh` installs) served by nginx on 127.0.0.1, with Spark's own
+//! resolver (pyspark's `spark-submit --packages`) as the reference; and hostile
+//! repositories played by the fault server.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::nginx::Nginx;
+use crate::support::{s, Fault, FaultServer, Sandbox};
+
+const DEBIAN_REPO: &str = "/usr/share/maven-repo";
+
+fn ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// Debian's repository served by nginx; `None` (SKIP) locally when missing.
+fn debian_repo() -> Option<Nginx> {
+    let core = Path::new(DEBIAN_REPO).join("org/apache/maven/maven-core/3.8.7");
+    if !core.is_dir() {
+        assert!(
+            !ci(),
+            "{DEBIAN_REPO} has no maven-core 3.8.7: `bash scripts/test.sh` installs Debian's maven"
+        );
+        eprintln!("SKIP: no {DEBIAN_REPO} (Debian's maven package)");
+        return None;
+    }
+    Nginx::start(Path::new(DEBIAN_REPO))
+}
+
+/// The jar names of a lockfile (what follows each URL's `#`).
+fn locked_names(lock: &str) -> BTreeSet<String> {
+    lock.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.rsplit_once('#').map(|(_, name)| name.to_owned()))
+        .collect()
+}
+
+/// `resolve` of one coordinate against `repo`: the lockfile text.
+fn resolve(sb: &Sandbox, repo: &str, coordinate: &str) -> String {
+    let out = sb
+        .resolve()
+        .args([
+            "--packages",
+            coordinate,
+            "--repositories",
+            repo,
+            "--only-repositories",
+        ])
+        .run();
+    out.expect_code(0);
+    out.stdout.clone()
+}
+
+/// What Spark's own `--packages` resolves for `coordinate` on `repo` (only that
+/// repository, through an ivysettings file; a fresh Ivy home): the jar names it
+/// hands the driver.
+fn spark_resolves(
+    spark_home: &Path,
+    work: &Path,
+    repo: &str,
+    coordinate: &str,
+) -> BTreeSet<String> {
+    let settings = work.join("ivysettings.xml");
+    std::fs::write(
+        &settings,
+        format!(
+            r#"<ivysettings><settings defaultResolver="repo"/><resolvers><ibiblio name="repo" m2compatible="true" root="{repo}"/></resolvers></ivysettings>"#
+        ),
+    )
+    .unwrap();
+    let app = work.join("app.py");
+    std::fs::write(&app, "pass\n").unwrap();
+    let ivy = work.join(format!("ivy-{}", coordinate.replace([':', '.'], "_")));
+    let out = Command::new(spark_home.join("bin/spark-submit"))
+        .env("SPARK_HOME", spark_home)
+        .args(["--packages", coordinate])
+        .arg("--conf")
+        .arg(format!("spark.jars.ivy={}", ivy.display()))
+        .arg("--conf")
+        .arg(format!("spark.jars.ivySettings={}", settings.display()))
+        .arg(&app)
+        .output()
+        .expect("run spark-submit");
+    assert!(
+        out.status.success(),
+        "spark-submit --packages {coordinate} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_dir(ivy.join("jars"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn spark_home() -> Option<PathBuf> {
+    match std::env::var("SPARK_LOCALIZER_SPARK_HOME") {
+        Ok(home) if !home.is_empty() => Some(PathBuf::from(home)),
+        _ => {
+            assert!(
+                !ci(),
+                "SPARK_LOCALIZER_SPARK_HOME is not set (`bash scripts/setup/spark.sh`)"
+            );
+            eprintln!("SKIP: SPARK_LOCALIZER_SPARK_HOME is not set");
+            None
+        }
+    }
+}
+
+/// The differential test: for each coordinate, the jars `resolve` pins are the
+/// jars Spark's own `--packages` (Ivy) resolves on the same repository.
+#[test]
+fn packages_resolve_to_what_spark_resolves() {
+    let Some(repo) = debian_repo() else { return };
+    let Some(spark) = spark_home() else { return };
+    let root = repo.url("/");
+    let work = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new();
+    let coordinates = [
+        // Deep trees, parents (maven-parent, apache), version properties,
+        // relocations (plexus-component-annotations 1.5.5 -> debian), and
+        // exclusions that one path makes and another does not (embedder).
+        "org.apache.maven:maven-core:3.8.7",
+        "org.apache.maven:maven-embedder:3.8.7",
+        "org.apache.maven:maven-compat:3.8.7",
+        "org.apache.maven:maven-resolver-provider:3.8.7",
+        "org.apache.maven.resolver:maven-resolver-impl:1.6.3",
+        "org.apache.maven.resolver:maven-resolver-transport-wagon:1.6.3",
+        "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+        "com.google.inject:guice:4.2.3",
+        "com.google.inject.extensions:guice-assistedinject:4.2.3",
+        "com.google.guava:guava:31.1-jre",
+        "org.apache.maven.wagon:wagon-provider-api:3.5.3",
+        "org.slf4j:slf4j-simple:1.7.32",
+        "com.fasterxml.jackson.core:jackson-databind:2.14.0",
+    ];
+    let mut compared = 0;
+    for coordinate in coordinates {
+        let ours = locked_names(&resolve(&sb, &root, coordinate));
+        let theirs = spark_resolves(&spark, work.path(), &root, coordinate);
+        assert_eq!(ours, theirs, "{coordinate}: ours (left) vs Spark's (right)");
+        assert!(!ours.is_empty(), "{coordinate}");
+        compared += 1;
+    }
+    assert_eq!(compared, coordinates.len());
+}
+
+/// Resolve once, fetch many: `resolve --lock` pins every jar; `fetch --lock`
+/// fetches exactly those (byte-exact, named as Spark names them, on the
+/// classpath in the lockfile's order) without reading a POM; a rerun keeps them.
+#[test]
+fn resolve_writes_a_lock_that_fetch_fetches_exactly() {
+    let Some(repo) = debian_repo() else { return };
+    let root = repo.url("/");
+    let sb = Sandbox::new();
+    let lock = sb.root.join("packages.lock");
+    sb.resolve()
+        .args([
+            "--packages",
+            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+        ])
+        .args([
+            "--repositories",
+            &root,
+            "--only-repositories",
+            "--lock",
+            &s(&lock),
+        ])
+        .run()
+        .expect_code(0);
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(
+        text.contains("# packages: org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# org.slf4j:slf4j-api:debian (") && text.contains(" via org.eclipse.sisu:org.eclipse.sisu.inject:debian <- org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4 <- --packages"),
+        "{text}"
+    );
+    let names = locked_names(&text);
+    assert_eq!(names.len(), 8, "{text}");
+
+    let before = repo.access_log().len();
+    let out = sb.fetch().args(["--lock", &s(&lock)]).run();
+    out.expect_code(0);
+    let log = repo.access_log();
+    assert!(
+        log[before..].iter().all(|l| l.contains(".jar ")),
+        "fetch --lock read something else than jars: {:?}",
+        &log[before..]
+    );
+    for name in &names {
+        assert!(sb.jar(name).is_file(), "{name}");
+    }
+    let plexus = sb.jar("org.eclipse.sisu_org.eclipse.sisu.plexus-0.3.4.jar");
+    assert_eq!(
+        std::fs::read(&plexus).unwrap(),
+        std::fs::read(Path::new(DEBIAN_REPO).join(
+            "org/eclipse/sisu/org.eclipse.sisu.plexus/0.3.4/org.eclipse.sisu.plexus-0.3.4.jar"
+        ))
+        .unwrap()
+    );
+    let classpath = sb.classpath();
+    assert!(
+        classpath.starts_with(&s(&plexus)),
+        "the package asked for comes first: {classpath}"
+    );
+    let out = sb.fetch().args(["--lock", &s(&lock)]).run();
+    out.expect_code(0).expect_stderr("8 kept");
+
+    // A jar that is not what was locked fails its pin; nothing is published.
+    let first_pin = text
+        .lines()
+        .find(|l| !l.starts_with('#'))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let bad = sb.write("tampered.lock", text.replace(first_pin, &"0".repeat(64)));
+    let sb2 = Sandbox::new();
+    let out = sb2.fetch().args(["--lock", &s(&bad)]).run();
+    out.expect_code(4).expect_stderr("sha256 mismatch");
+    assert!(!sb2
+        .jar("org.eclipse.sisu_org.eclipse.sisu.plexus-0.3.4.jar")
+        .exists());
+    // A lock made for other packages than the ones declared is refused.
+    let out = sb2
+        .fetch()
+        .args([
+            "--lock",
+            &s(&lock),
+            "--packages",
+            "com.google.guava:guava:31.1-jre",
+        ])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("run `spark-localizer resolve` again");
+}
+
+/// `fetch --packages` resolves in the pod (verifying each jar against the
+/// repository's `.sha1` while fetching it); `check --packages` prints the tree.
+#[test]
+fn fetch_and_check_resolve_packages_in_the_pod() {
+    let Some(repo) = debian_repo() else { return };
+    let root = repo.url("/");
+    let sb = Sandbox::new();
+    let packages = [
+        "--packages",
+        "com.google.inject:guice:4.2.3",
+        "--repositories",
+        &root,
+        "--only-repositories",
+    ];
+    let out = sb.check().args(packages).run();
+    out.expect_code(0);
+    for line in [
+        "packages (repositories: ",
+        "com.google.inject:guice:4.2.3:jar:compile",
+        "+- javax.inject:javax.inject:debian:jar:compile",
+        "jar com.google.inject_guice-4.2.3.jar from ",
+    ] {
+        assert!(out.stdout.contains(line), "{line}\n{out}");
+    }
+    assert!(sb.jar_names().is_empty());
+    let out = sb.fetch().args(packages).run();
+    out.expect_code(0)
+        .expect_stderr("resolved 6 jar(s) for --packages");
+    assert!(sb.jar("com.google.inject_guice-4.2.3.jar").is_file());
+    assert_eq!(sb.jar_names().len(), 6, "{:?}", sb.jar_names());
+}
+
+/// A repository with `.sha1` files: a jar that does not match its `.sha1` is an
+/// integrity failure (exit 4), for `fetch --packages` and for `resolve`, and
+/// nothing is published.
+#[test]
+fn a_jar_that_does_not_match_the_repository_sha1_is_refused() {
+    use sha1::Digest;
+    let server = FaultServer::start();
+    let pom =
+        "<project><groupId>g</groupId><artifactId>a</artifactId><version>1</version></project>";
+    let jar = b"PK\x03\x04 the real jar".to_vec();
+    server.put("/m2/g/a/1/a-1.pom", pom.as_bytes().to_vec());
+    server.put(
+        "/m2/g/a/1/a-1.pom.sha1",
+        hex::encode(sha1::Sha1::digest(pom.as_bytes())),
+    );
+    server.put("/m2/g/a/1/a-1.jar", b"PK\x03\x04 a replaced jar".to_vec());
+    server.put(
+        "/m2/g/a/1/a-1.jar.sha1",
+        format!("{}  a-1.jar\n", hex::encode(sha1::Sha1::digest(&jar))),
+    );
+    let repo = server.url("/m2/");
+    let sb = Sandbox::new();
+    let args = [
+        "--packages",
+        "g:a:1",
+        "--repositories",
+        &repo,
+        "--only-repositories",
+    ];
+    let out = sb.fetch().args(args).run();
+    out.expect_code(4)
+        .expect_stderr("does not match the repository's .sha1");
+    assert!(sb.jar_names().is_empty(), "{:?}", sb.jar_names());
+    let out = sb.resolve().args(args).run();
+    out.expect_code(4)
+        .expect_stderr("does not match the repository's .sha1");
+    assert!(out.stdout.is_empty());
+}
+
+/// Hostile and broken repositories: an HTML page as a POM, a missing dependency
+/// (coordinate, path and every repository's answer named), an unreachable
+/// repository tried once and skipped quickly.
+#[test]
+fn broken_repositories_fail_clearly_and_quickly() {
+    let server = FaultServer::start();
+    server.put(
+        "/m2/g/html/1/html-1.pom",
+        "<!DOCTYPE html><html><body>Please sign in</body></html>",
+    );
+    server.put(
+        "/m2/g/a/1/a-1.pom",
+        "<project><groupId>g</groupId><artifactId>a</artifactId><version>1</version><dependencies><dependency><groupId>g</groupId><artifactId>gone</artifactId><version>2</version></dependency></dependencies></project>",
+    );
+    server.put("/m2/g/a/1/a-1.jar", b"jar".to_vec());
+    server.always("/m2/g/flaky/1/flaky-1.pom", Fault::Status(503));
+    let repo = server.url("/m2/");
+    // Nothing listens on port 9 of loopback: refused at once.
+    let dead = "http://127.0.0.1:9/maven2/";
+    let sb = Sandbox::new();
+    let run = |pkg: &str| {
+        sb.resolve()
+            .args(["--packages", pkg, "--only-repositories"])
+            .args(["--repositories", &format!("{dead},{repo}")])
+            .run()
+    };
+    let out = run("g:html:1");
+    out.expect_code(3)
+        .expect_stderr("html-1.pom: an HTML page, not a POM");
+    let out = run("g:a:1");
+    out.expect_code(3)
+        .expect_stderr("cannot find the POM of g:gone:2 (required by g:a:1 <- --packages)")
+        .expect_stderr(&format!("{repo}: not found"))
+        .expect_stderr("http://127.0.0.1:9/maven2/: ");
+    assert_eq!(
+        out.stderr.matches("cannot be reached").count(),
+        1,
+        "the unreachable repository is warned about once: {out}"
+    );
+    assert!(out.elapsed < Duration::from_secs(10), "{out}");
+    let out = run("g:flaky:1");
+    out.expect_code(3).expect_stderr("503");
+    // A coordinate that is not one is a configuration error.
+    let out = sb.fetch().args(["--packages", "not-a-coordinate"]).run();
+    out.expect_code(2)
+        .expect_stderr("groupId:artifactId:version");
+}
