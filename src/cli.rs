@@ -286,6 +286,12 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::ONLY_REPOSITORIES, value_parser = BoolishValueParser::new())]
     pub only_repositories: bool,
 
+    /// An Ivy settings file naming the repositories for --packages (ibiblio and
+    /// m2-compatible url resolvers, chains, credentials per host), used instead of
+    /// Maven Central and spark-packages [default: spark.jars.ivySettings].
+    #[arg(long, env = env::IVY_SETTINGS, value_name = "FILE")]
+    pub ivy_settings: Option<PathBuf>,
+
     /// How conflicting versions of --packages are decided: `spark` gives what
     /// Spark's --packages gives (the latest revision wins), `maven` Maven's nearest-wins.
     #[arg(long, env = env::RESOLUTION, value_enum, default_value_t = Resolution::Spark)]

@@ -42,6 +42,7 @@ pub(crate) const PACKAGES: &str = "SPARK_LOCALIZER_PACKAGES";
 pub(crate) const REPOSITORIES: &str = "SPARK_LOCALIZER_REPOSITORIES";
 pub(crate) const EXCLUDE_PACKAGES: &str = "SPARK_LOCALIZER_EXCLUDE_PACKAGES";
 pub(crate) const ONLY_REPOSITORIES: &str = "SPARK_LOCALIZER_ONLY_REPOSITORIES";
+pub(crate) const IVY_SETTINGS: &str = "SPARK_LOCALIZER_IVY_SETTINGS";
 pub(crate) const RESOLUTION: &str = "SPARK_LOCALIZER_RESOLUTION";
 pub(crate) const LOCK: &str = "SPARK_LOCALIZER_LOCK";
 // `stage serve`.

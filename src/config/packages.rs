@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::checksums::Checksums;
-use super::layers::Layers;
+use super::layers::{Found, Layers};
 use super::table;
 use super::{ConfigError, Declared, Problems, Sourced};
 use crate::cli::{FetchArgs, Resolution};
@@ -89,8 +89,27 @@ pub(crate) fn settings(
                 .into(),
         });
     }
-    let repositories =
-        crate::maven::Request::repositories(&urls, !args.only_repositories).unwrap_or_default();
+    let ivy = match layers.find(&table::IVY_SETTINGS, args.ivy_settings.clone()) {
+        None => None,
+        Some(found) => {
+            let (path, origin) = match found {
+                Found::Given(g) => (g.value, g.origin),
+                Found::Property(p) => (PathBuf::from(p.value), p.origin),
+            };
+            match crate::maven::ivy::load(&path) {
+                Ok(repos) => Some(repos),
+                Err(reason) => {
+                    problems.push(ConfigError::Invalid {
+                        what: format!("{origin} {}", path.display()),
+                        reason,
+                    });
+                    None
+                }
+            }
+        }
+    };
+    let repositories = crate::maven::Request::repositories(&urls, !args.only_repositories, ivy)
+        .unwrap_or_default();
     let lock = args.lock.clone().map(|path| Sourced {
         value: path,
         origin: layers.origin(&table::LOCK),

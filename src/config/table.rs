@@ -132,6 +132,12 @@ pub(crate) const ONLY_REPOSITORIES: Setting = setting(
     env::ONLY_REPOSITORIES,
     &[],
 );
+pub(crate) const IVY_SETTINGS: Setting = setting(
+    "ivy settings",
+    "ivy_settings",
+    env::IVY_SETTINGS,
+    &["spark.jars.ivySettings"],
+);
 pub(crate) const RESOLUTION: Setting = setting("resolution", "resolution", env::RESOLUTION, &[]);
 pub(crate) const LOCK: Setting = setting("lock", "lock", env::LOCK, &[]);
 pub(crate) const CA_CERT: Setting = setting("trusted CA", "ca_cert", env::CA_CERT, &[]);
@@ -202,6 +208,7 @@ pub(crate) const ALL: &[Setting] = &[
     REPOSITORIES,
     EXCLUDE_PACKAGES,
     ONLY_REPOSITORIES,
+    IVY_SETTINGS,
     RESOLUTION,
     LOCK,
     CA_CERT,

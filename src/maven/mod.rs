@@ -7,6 +7,7 @@
 //! lockfile ([`lock`]) and `fetch` fetches.
 
 pub(crate) mod coord;
+pub(crate) mod ivy;
 pub(crate) mod lock;
 pub(crate) mod model;
 pub(crate) mod pom;
@@ -109,12 +110,21 @@ pub(crate) struct Request {
 
 impl Request {
     /// The repositories as Spark chains them: Maven Central and spark-packages
-    /// (unless `defaults` is off), then the user's, in order.
-    pub(crate) fn repositories(user: &[String], defaults: bool) -> Result<Vec<Repo>, String> {
+    /// (or the Ivy settings' resolvers; none with `defaults` off), then the
+    /// user's, in order.
+    pub(crate) fn repositories(
+        user: &[String],
+        defaults: bool,
+        ivy: Option<Vec<Repo>>,
+    ) -> Result<Vec<Repo>, String> {
         let mut repos = Vec::new();
-        if defaults {
-            repos.push(Repo::new(MAVEN_CENTRAL)?);
-            repos.push(Repo::new(SPARK_PACKAGES)?);
+        match ivy {
+            Some(from_settings) => repos.extend(from_settings),
+            None if defaults => {
+                repos.push(Repo::new(MAVEN_CENTRAL)?);
+                repos.push(Repo::new(SPARK_PACKAGES)?);
+            }
+            None => {}
         }
         for url in user {
             repos.push(Repo::new(url)?);

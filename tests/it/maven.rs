@@ -40,31 +40,9 @@ fn locked_names(lock: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// `resolve` of one coordinate against `repo`: the lockfile text.
-fn resolve(sb: &Sandbox, repo: &str, coordinate: &str) -> String {
-    let out = sb
-        .resolve()
-        .args([
-            "--packages",
-            coordinate,
-            "--repositories",
-            repo,
-            "--only-repositories",
-        ])
-        .run();
-    out.expect_code(0);
-    out.stdout.clone()
-}
-
-/// What Spark's own `--packages` resolves for `coordinate` on `repo` (only that
-/// repository, through an ivysettings file; a fresh Ivy home): the jar names it
-/// hands the driver.
-fn spark_resolves(
-    spark_home: &Path,
-    work: &Path,
-    repo: &str,
-    coordinate: &str,
-) -> BTreeSet<String> {
+/// An Ivy settings file whose only resolver is `repo` (what both resolvers read
+/// in the differential test).
+fn ivy_settings(work: &Path, repo: &str) -> PathBuf {
     let settings = work.join("ivysettings.xml");
     std::fs::write(
         &settings,
@@ -73,6 +51,17 @@ fn spark_resolves(
         ),
     )
     .unwrap();
+    settings
+}
+
+/// What Spark's own `--packages` resolves for `coordinate` with `settings` (a
+/// fresh Ivy home): the jar names it hands the driver.
+fn spark_resolves(
+    spark_home: &Path,
+    work: &Path,
+    settings: &Path,
+    coordinate: &str,
+) -> BTreeSet<String> {
     let app = work.join("app.py");
     std::fs::write(&app, "pass\n").unwrap();
     let ivy = work.join(format!("ivy-{}", coordinate.replace([':', '.'], "_")));
@@ -141,10 +130,21 @@ fn packages_resolve_to_what_spark_resolves() {
         "org.slf4j:slf4j-simple:1.7.32",
         "com.fasterxml.jackson.core:jackson-databind:2.14.0",
     ];
+    // Both read the same Ivy settings file, as spark.jars.ivySettings.
+    let settings = ivy_settings(work.path(), &root);
+    let props = sb.write(
+        "spark-defaults.conf",
+        format!("spark.jars.ivySettings {}\n", settings.display()),
+    );
     let mut compared = 0;
     for coordinate in coordinates {
-        let ours = locked_names(&resolve(&sb, &root, coordinate));
-        let theirs = spark_resolves(&spark, work.path(), &root, coordinate);
+        let out = sb
+            .resolve()
+            .args(["--properties-file", &s(&props), "--packages", coordinate])
+            .run();
+        out.expect_code(0);
+        let ours = locked_names(&out.stdout);
+        let theirs = spark_resolves(&spark, work.path(), &settings, coordinate);
         assert_eq!(ours, theirs, "{coordinate}: ours (left) vs Spark's (right)");
         assert!(!ours.is_empty(), "{coordinate}");
         compared += 1;
