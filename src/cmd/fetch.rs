@@ -87,8 +87,7 @@ pub(crate) async fn resolve_packages(
     settings: &Settings,
     request: &crate::maven::Request,
 ) -> Result<crate::maven::Resolution, crate::maven::MavenError> {
-    let client = crate::net::client(&settings.http)
-        .map_err(|e| crate::maven::MavenError::Malformed(crate::util::redact::error_chain(&e)))?;
+    let http = maven_http(settings)?;
     info!(
         "resolving {} package(s) over {}",
         request.packages.len(),
@@ -99,10 +98,7 @@ pub(crate) async fn resolve_packages(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let transport = Arc::new(crate::maven::repo::Http {
-        client,
-        stall_timeout: settings.stall_timeout,
-    });
+    let transport = Arc::new(http);
     let resolution = crate::maven::resolve(request, transport).await?;
     info!(
         "resolved {} jar(s) for --packages{}",
@@ -114,6 +110,20 @@ pub(crate) async fn resolve_packages(
         }
     );
     Ok(resolution)
+}
+
+/// The HTTP transport of the Maven resolver: the settings' client, stall timeout
+/// and header file's headers.
+pub(crate) fn maven_http(
+    settings: &Settings,
+) -> Result<crate::maven::repo::Http, crate::maven::MavenError> {
+    let client = crate::net::client(&settings.http)
+        .map_err(|e| crate::maven::MavenError::Malformed(crate::util::redact::error_chain(&e)))?;
+    Ok(crate::maven::repo::Http {
+        client,
+        stall_timeout: settings.stall_timeout,
+        headers: settings.http.headers.clone(),
+    })
 }
 
 /// The exit code and message of a `--packages` resolution that failed (written

@@ -8,7 +8,7 @@ use tracing::{error, info};
 
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{config_failure, packages_failure, resolve_packages};
+use crate::cmd::fetch::{config_failure, maven_http, packages_failure, resolve_packages};
 use crate::config::{Problems, Settings};
 
 /// Runs `resolve` and returns the exit code.
@@ -41,21 +41,11 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         info!("{line}");
     }
     let repositories = resolution.repositories.clone();
-    let client = match crate::net::client(&settings.http) {
-        Ok(c) => c,
-        Err(e) => {
-            error!("{}", crate::util::redact::error_chain(&e));
-            return ExitCode::Config;
-        }
+    let http = match maven_http(&settings) {
+        Ok(http) => http,
+        Err(e) => return packages_failure(args, &e, false),
     };
-    let locked = match crate::maven::lock::lock(
-        resolution,
-        &client,
-        settings.stall_timeout,
-        settings.parallelism,
-    )
-    .await
-    {
+    let locked = match crate::maven::lock::lock(resolution, &http, settings.parallelism).await {
         Ok(locked) => locked,
         Err(e) => return packages_failure(args, &e, false),
     };

@@ -6,12 +6,12 @@
 //! `--http-header-file`).
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
+use super::repo::{Http, TransportError};
 use super::{MavenError, Request, Resolution, Resolved};
 
 /// A jar as the lockfile pins it.
@@ -26,13 +26,12 @@ pub(crate) struct Locked {
 /// `.sha1` and computes its sha256.
 pub(crate) async fn lock(
     resolution: Resolution,
-    client: &reqwest::Client,
-    stall_timeout: Duration,
+    http: &Http,
     parallelism: usize,
 ) -> Result<Vec<Locked>, MavenError> {
     futures_util::stream::iter(resolution.jars)
         .map(|jar| async move {
-            let (sha256, sha1, size) = digests(client, &jar.url, stall_timeout).await?;
+            let (sha256, sha1, size) = digests(http, &jar.url).await?;
             if let Some(expected) = jar.sha1 {
                 if expected != sha1 {
                     return Err(MavenError::Integrity(format!(
@@ -52,44 +51,25 @@ pub(crate) async fn lock(
         .collect()
 }
 
-/// Streams `url` through sha256 and sha1 (credentials from its userinfo, sent
-/// only there).
-async fn digests(
-    client: &reqwest::Client,
-    url: &url::Url,
-    stall_timeout: Duration,
-) -> Result<([u8; 32], [u8; 20], u64), MavenError> {
+/// Streams `url` through sha256 and sha1.
+async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64), MavenError> {
     let shown = crate::util::redact::redact_url(url.as_str());
     let fail = |why: String| MavenError::NotFound {
         what: format!("the jar {shown}"),
         path: Vec::new(),
         misses: super::repo::Misses(vec![why]),
     };
-    let mut bare = url.clone();
-    let _ = bare.set_username("");
-    let _ = bare.set_password(None);
-    let mut request = client.get(bare);
-    if !url.username().is_empty() {
-        let user = percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
-        let password = url.password().map(|p| {
-            percent_encoding::percent_decode_str(p)
-                .decode_utf8_lossy()
-                .into_owned()
-        });
-        request = request.basic_auth(user, password);
-    }
-    let request = request.build().map_err(|e| fail(e.to_string()))?;
-    let mut response =
-        tokio::time::timeout(stall_timeout, crate::net::trail::execute(client, request))
-            .await
-            .map_err(|_| fail("no answer".into()))?
-            .map_err(|e| fail(crate::util::redact::error_chain(&e.without_url())))?;
-    if !response.status().is_success() {
-        return Err(fail(response.status().to_string()));
-    }
+    let mut response = match http.open(url).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(fail("not found".into())),
+        Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
+            return Err(fail(why))
+        }
+        Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
+    };
     let (mut sha256, mut sha1, mut size) = (Sha256::new(), Sha1::new(), 0u64);
     loop {
-        match tokio::time::timeout(stall_timeout, response.chunk()).await {
+        match tokio::time::timeout(http.stall_timeout, response.chunk()).await {
             Err(_) => return Err(fail("the body stalled".into())),
             Ok(Err(e)) => return Err(fail(format!("reading the body: {e}"))),
             Ok(Ok(None)) => break,

@@ -245,13 +245,19 @@ impl Repos {
 }
 
 /// The real transport: the shared HTTP client (trust roots, proxies, the request
-/// trail), credentials from the repository URL's userinfo sent only to its
-/// origin, a few retries on 5xx and resets.
+/// trail); credentials (the repository URL's userinfo, `--http-header-file`'s
+/// headers) sent only to the repository's origin, redirects followed (a few) without
+/// them; a few retries on 5xx.
 pub(crate) struct Http {
     pub client: reqwest::Client,
     /// A request that sends nothing for this long is abandoned.
     pub stall_timeout: Duration,
+    /// `--http-header-file`'s headers.
+    pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
 }
+
+/// Redirects followed at most.
+const MAX_REDIRECTS: usize = 5;
 
 #[async_trait]
 impl Transport for Http {
@@ -269,45 +275,88 @@ impl Transport for Http {
 }
 
 impl Http {
+    /// GETs `url` and answers the response's head (after redirects): `None` for
+    /// 404 and 410.
+    pub(crate) async fn open(
+        &self,
+        url: &Url,
+    ) -> Result<Option<reqwest::Response>, TransportError> {
+        let origin = url.origin();
+        let mut current = url.clone();
+        let _ = current.set_username("");
+        let _ = current.set_password(None);
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = self.client.get(current.clone());
+            if current.origin() == origin {
+                for (name, value) in &self.headers {
+                    request = request.header(name, value);
+                }
+                if !url.username().is_empty() {
+                    let user =
+                        percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
+                    let password = url.password().map(|p| {
+                        percent_encoding::percent_decode_str(p)
+                            .decode_utf8_lossy()
+                            .into_owned()
+                    });
+                    request = request.basic_auth(user, password);
+                }
+            }
+            let request = request
+                .build()
+                .map_err(|e| TransportError::Status(e.to_string()))?;
+            let sent = crate::net::trail::execute(&self.client, request);
+            let response = match tokio::time::timeout(self.stall_timeout, sent).await {
+                Err(_) => return Err(TransportError::Unreachable("no answer".into())),
+                Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+                    return Err(TransportError::Unreachable(
+                        crate::util::redact::error_chain(&e.without_url()),
+                    ))
+                }
+                Ok(Err(e)) => {
+                    return Err(TransportError::Status(crate::util::redact::error_chain(
+                        &e.without_url(),
+                    )))
+                }
+                Ok(Ok(r)) => r,
+            };
+            let status = response.status();
+            if status.is_redirection() {
+                let next = response
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| current.join(l).ok())
+                    .filter(|n| matches!(n.scheme(), "http" | "https"));
+                match next {
+                    Some(next) => {
+                        current = next;
+                        continue;
+                    }
+                    None => {
+                        return Err(TransportError::Status(format!(
+                            "{status} without a usable Location"
+                        )))
+                    }
+                }
+            }
+            if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::GONE {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(TransportError::Status(status.to_string()));
+            }
+            return Ok(Some(response));
+        }
+        Err(TransportError::Status(format!(
+            "more than {MAX_REDIRECTS} redirects"
+        )))
+    }
+
     async fn get_once(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
-        let mut bare = url.clone();
-        let _ = bare.set_username("");
-        let _ = bare.set_password(None);
-        let mut request = self.client.get(bare);
-        if !url.username().is_empty() {
-            let user = percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
-            let password = url.password().map(|p| {
-                percent_encoding::percent_decode_str(p)
-                    .decode_utf8_lossy()
-                    .into_owned()
-            });
-            request = request.basic_auth(user, password);
-        }
-        let request = request
-            .build()
-            .map_err(|e| TransportError::Status(e.to_string()))?;
-        let sent = crate::net::trail::execute(&self.client, request);
-        let mut response = match tokio::time::timeout(self.stall_timeout, sent).await {
-            Err(_) => return Err(TransportError::Unreachable("no answer".into())),
-            Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
-                return Err(TransportError::Unreachable(
-                    crate::util::redact::error_chain(&e.without_url()),
-                ))
-            }
-            Ok(Err(e)) => {
-                return Err(TransportError::Status(crate::util::redact::error_chain(
-                    &e.without_url(),
-                )))
-            }
-            Ok(Ok(r)) => r,
-        };
-        let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::GONE {
+        let Some(mut response) = self.open(url).await? else {
             return Ok(None);
-        }
-        if !status.is_success() {
-            return Err(TransportError::Status(status.to_string()));
-        }
+        };
         let mut body = Vec::new();
         loop {
             let chunk = tokio::time::timeout(self.stall_timeout, response.chunk()).await;

@@ -362,3 +362,58 @@ fn broken_repositories_fail_clearly_and_quickly() {
     out.expect_code(2)
         .expect_stderr("groupId:artifactId:version");
 }
+
+/// Repository credentials (`--http-header-file`, URL userinfo) go to the
+/// repository's origin only; a redirect (an Artifactory serving jars from a
+/// bucket) is followed without them.
+#[test]
+fn repository_credentials_stay_on_the_repository_and_redirects_are_followed() {
+    let repo = FaultServer::start();
+    let cdn = FaultServer::start();
+    let pom =
+        "<project><groupId>g</groupId><artifactId>a</artifactId><version>1</version></project>";
+    repo.put("/m2/g/a/1/a-1.pom", pom);
+    cdn.put("/blobs/a-1.jar", b"the jar".to_vec());
+    repo.always(
+        "/m2/g/a/1/a-1.jar",
+        Fault::Redirect(302, cdn.url("/blobs/a-1.jar")),
+    );
+    let sb = Sandbox::new();
+    let headers = sb.write("headers", "X-Repo-Token: tok-SECRET-1234\n");
+    let root = repo
+        .url("/m2/")
+        .replace("http://", "http://ci:pw-SECRET-5678@");
+    let out = sb
+        .resolve()
+        .args([
+            "--packages",
+            "g:a:1",
+            "--only-repositories",
+            "--repositories",
+            &root,
+        ])
+        .args(["--http-header-file", &s(&headers)])
+        .run();
+    out.expect_code(0);
+    assert!(out.stdout.contains("#g_a-1.jar"), "{out}");
+    assert!(
+        !out.stdout.contains("SECRET") && !out.stderr.contains("SECRET"),
+        "{out}"
+    );
+    for r in repo.requests() {
+        assert_eq!(r.header("x-repo-token"), Some("tok-SECRET-1234"), "{r:?}");
+        assert!(
+            r.header("authorization")
+                .is_some_and(|a| a.starts_with("Basic ")),
+            "{r:?}"
+        );
+    }
+    let at_cdn = cdn.requests();
+    assert!(!at_cdn.is_empty());
+    for r in at_cdn {
+        assert!(
+            r.header("x-repo-token").is_none() && r.header("authorization").is_none(),
+            "{r:?}"
+        );
+    }
+}
