@@ -81,6 +81,47 @@ pub(crate) struct Report {
     pub files: usize,
     pub bytes: u64,
     pub artifacts: Vec<ReportEntry>,
+    /// What `--packages` resolved to in this run (not with `--lock`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packages: Option<PackagesReport>,
+}
+
+/// The `--packages` resolution: each jar's coordinate, repository and the path
+/// that pulled it in, and the versions evicted.
+#[derive(Debug, Serialize)]
+pub(crate) struct PackagesReport {
+    pub repositories: Vec<String>,
+    pub jars: Vec<PackageJar>,
+    pub evicted: Vec<String>,
+}
+
+/// One jar of a `--packages` resolution.
+#[derive(Debug, Serialize)]
+pub(crate) struct PackageJar {
+    pub coordinate: String,
+    pub name: String,
+    pub repository: String,
+    /// The modules that required it, nearest first (empty: asked for).
+    pub required_by: Vec<String>,
+}
+
+impl PackagesReport {
+    pub(crate) fn new(r: &crate::maven::Resolution) -> Self {
+        PackagesReport {
+            repositories: r.repositories.clone(),
+            jars: r
+                .jars
+                .iter()
+                .map(|j| PackageJar {
+                    coordinate: j.coord.to_string(),
+                    name: j.coord.spark_name(),
+                    repository: j.repo.clone(),
+                    required_by: j.path.iter().rev().cloned().collect(),
+                })
+                .collect(),
+            evicted: r.evicted.clone(),
+        }
+    }
 }
 
 impl Report {
@@ -113,6 +154,7 @@ impl Report {
             files: artifacts.len(),
             bytes: artifacts.iter().map(|a| a.bytes).sum(),
             artifacts,
+            packages: None,
         }
     }
 }

@@ -404,7 +404,14 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     }
     let elapsed = started.elapsed();
     if ours(&settings.report) {
-        write_report(&settings, &plan, outcomes, elapsed, &mut verdict);
+        write_report(
+            &settings,
+            &plan,
+            outcomes,
+            resolution.as_ref(),
+            elapsed,
+            &mut verdict,
+        );
     }
     summarize(outcomes, elapsed);
     if verdict.code != ExitCode::Ok {
@@ -522,15 +529,17 @@ fn write_report(
     settings: &Settings,
     plan: &Plan,
     outcomes: &[Outcome],
+    resolution: Option<&crate::maven::Resolution>,
     elapsed: std::time::Duration,
     verdict: &mut Verdict,
 ) {
-    let report = output::Report::new(
+    let mut report = output::Report::new(
         plan,
         outcomes,
         verdict.code.code(),
         elapsed.as_millis() as u64,
     );
+    report.packages = resolution.map(output::PackagesReport::new);
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if let Err(e) = layout::write_atomic(&settings.report, &report_json, settings.fsync) {
         verdict.output_failed(

@@ -274,6 +274,23 @@ fn fetch_and_check_resolve_packages_in_the_pod() {
         .expect_stderr("resolved 6 jar(s) for --packages");
     assert!(sb.jar("com.google.inject_guice-4.2.3.jar").is_file());
     assert_eq!(sb.jar_names().len(), 6, "{:?}", sb.jar_names());
+    // The report says where each jar comes from and why.
+    let packages = &sb.report()["packages"];
+    assert_eq!(
+        packages["jars"][0]["coordinate"],
+        "com.google.inject:guice:4.2.3"
+    );
+    let guava = packages["jars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "com.google.guava_guava-debian.jar")
+        .unwrap();
+    assert_eq!(
+        guava["required_by"],
+        serde_json::json!(["com.google.inject:guice:4.2.3"])
+    );
+    assert_eq!(guava["repository"], root.as_str());
 }
 
 /// A repository with `.sha1` files: a jar that does not match its `.sha1` is an
