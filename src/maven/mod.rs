@@ -195,18 +195,20 @@ pub(crate) async fn resolve(
     let jars = futures_util::stream::iter(with_jars)
         .map(|(node, jar)| async move {
             let repo = &repos_ref.list[node.repo];
-            let path = jar.path();
-            Resolved {
+            let path = repo::file_path(repos_ref, &jar).await?;
+            Ok(Resolved {
                 sha1: repos_ref.sha1_of(node.repo, &path).await,
                 url: repo.url(&path),
                 repo: repo.shown(),
                 coord: jar,
                 path: node.path.clone(),
-            }
+            })
         })
         .buffered(16)
-        .collect::<Vec<_>>()
-        .await;
+        .collect::<Vec<Result<Resolved, MavenError>>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
     repos.warn_unverified();
     Ok(Resolution {
         jars,

@@ -203,7 +203,7 @@ impl<'a> Models<'a> {
 
     /// The raw POM of `coord` and the repository it came from.
     async fn raw(&self, coord: &Coord, chain: &[String]) -> Result<(RawPom, usize), MavenError> {
-        let path = coord.path();
+        let path = super::repo::file_path(self.repos, coord).await?;
         let found = match self.repos.first(&path, pom::MAX_POM).await? {
             Ok(found) => found,
             Err(misses) => {

@@ -370,3 +370,49 @@ async fn an_unreachable_repository_is_tried_once() {
         .count();
     assert_eq!(down, 1);
 }
+
+#[tokio::test]
+async fn snapshots_resolve_to_their_timestamped_files() {
+    let mut m = Mem::default();
+    m.put(
+        "g/snap/1.0-SNAPSHOT/maven-metadata.xml",
+        b"<metadata><versioning><snapshotVersions>\
+            <snapshotVersion><extension>jar</extension><value>1.0-20240102.030405-7</value></snapshotVersion>\
+            <snapshotVersion><extension>pom</extension><value>1.0-20240102.030405-7</value></snapshotVersion>\
+          </snapshotVersions></versioning></metadata>",
+        true,
+    );
+    m.put(
+        "g/snap/1.0-SNAPSHOT/snap-1.0-20240102.030405-7.pom",
+        b"<project><groupId>g</groupId><artifactId>snap</artifactId><version>1.0-SNAPSHOT</version></project>",
+        true,
+    );
+    m.put(
+        "g/snap/1.0-SNAPSHOT/snap-1.0-20240102.030405-7.jar",
+        b"jar",
+        true,
+    );
+    // An old-style one: <snapshot><timestamp/><buildNumber/>.
+    m.put(
+        "g/old/2-SNAPSHOT/maven-metadata.xml",
+        b"<metadata><versioning><snapshot><timestamp>20200101.000000</timestamp><buildNumber>3</buildNumber></snapshot></versioning></metadata>",
+        true,
+    );
+    m.put(
+        "g/old/2-SNAPSHOT/old-2-20200101.000000-3.pom",
+        b"<project><groupId>g</groupId><artifactId>old</artifactId><version>2-SNAPSHOT</version></project>",
+        true,
+    );
+    m.put("g/old/2-SNAPSHOT/old-2-20200101.000000-3.jar", b"jar", true);
+    let (r, _) = run(m, &["g:snap:1.0-SNAPSHOT", "g:old:2-SNAPSHOT"], Mode::Spark).await;
+    let r = r.unwrap();
+    let urls: Vec<String> = r.jars.iter().map(|j| j.url.to_string()).collect();
+    assert_eq!(
+        urls,
+        vec![
+            format!("{REPO}g/snap/1.0-SNAPSHOT/snap-1.0-20240102.030405-7.jar"),
+            format!("{REPO}g/old/2-SNAPSHOT/old-2-20200101.000000-3.jar"),
+        ]
+    );
+    assert_eq!(r.jars[0].coord.spark_name(), "g_snap-1.0-SNAPSHOT.jar");
+}
