@@ -286,6 +286,12 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::ONLY_REPOSITORIES, value_parser = BoolishValueParser::new())]
     pub only_repositories: bool,
 
+    /// A mounted Secret directory with repository credentials for --packages: a file
+    /// named after each repository's host, holding `username:password` (sent to that
+    /// host only).
+    #[arg(long, env = env::REPOSITORY_CREDENTIALS_DIR, value_name = "DIR")]
+    pub repository_credentials_dir: Option<PathBuf>,
+
     /// An Ivy settings file naming the repositories for --packages (ibiblio and
     /// m2-compatible url resolvers, chains, credentials per host), used instead of
     /// Maven Central and spark-packages [default: spark.jars.ivySettings].

@@ -207,6 +207,7 @@ impl Settings {
             packages::load_lock(
                 lock,
                 packages.request.as_ref(),
+                args.repository_credentials_dir.as_deref(),
                 &mut jars,
                 &mut checksums,
                 problems,

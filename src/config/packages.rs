@@ -108,8 +108,17 @@ pub(crate) fn settings(
             }
         }
     };
-    let repositories = crate::maven::Request::repositories(&urls, !args.only_repositories, ivy)
+    let mut repositories = crate::maven::Request::repositories(&urls, !args.only_repositories, ivy)
         .unwrap_or_default();
+    if let Some(dir) = &args.repository_credentials_dir {
+        let origin = layers.origin(&table::REPOSITORY_CREDENTIALS_DIR);
+        if let Err(reason) = add_credentials(dir, &mut repositories) {
+            problems.push(ConfigError::Invalid {
+                what: format!("{origin} {}", dir.display()),
+                reason,
+            });
+        }
+    }
     let lock = args.lock.clone().map(|path| Sourced {
         value: path,
         origin: layers.origin(&table::LOCK),
@@ -130,6 +139,47 @@ pub(crate) fn settings(
     }
 }
 
+/// A Secret directory of repository credentials: the file named after a
+/// repository's host holds `username:password` for it. A repository URL's own
+/// userinfo wins.
+fn add_credentials(
+    dir: &std::path::Path,
+    repositories: &mut [crate::maven::repo::Repo],
+) -> Result<(), String> {
+    for repo in repositories.iter_mut() {
+        if repo.root.username().is_empty() {
+            apply_credentials(dir, &mut repo.root)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the credentials `dir` holds for `url`'s host into its userinfo.
+fn apply_credentials(dir: &std::path::Path, url: &mut url::Url) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err("not a directory (mount the Secret there)".into());
+    }
+    let Some(host) = url.host_str().map(str::to_owned) else {
+        return Ok(());
+    };
+    let path = dir.join(&host);
+    let text = match crate::util::fs::read_config_text(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let Some((user, password)) = text.trim().split_once(':').filter(|(u, _)| !u.is_empty()) else {
+        return Err(format!(
+            "{}: holds no username:password (the key named after the host {host} must)",
+            path.display()
+        ));
+    };
+    crate::util::redact::register_secret(password);
+    let _ = url.set_username(user);
+    let _ = url.set_password(Some(password));
+    Ok(())
+}
+
 /// `fetch --lock FILE`: every entry of the lockfile becomes a jar (its URL with
 /// the `#name` Spark gives `--packages` jars), pinned by the lockfile's sha256;
 /// the pins join `--checksums`'. A lockfile for other packages than the ones
@@ -137,6 +187,7 @@ pub(crate) fn settings(
 pub(crate) fn load_lock(
     lock: &Sourced<PathBuf>,
     declared: Option<&Request>,
+    credentials_dir: Option<&std::path::Path>,
     jars: &mut Vec<Declared>,
     checksums: &mut Option<Sourced<Checksums>>,
     problems: &mut Problems,
@@ -185,9 +236,21 @@ pub(crate) fn load_lock(
             });
             continue;
         }
-        if !jars.iter().any(|d| d.uri == key) {
+        // The lock holds no credentials: a Secret directory may give them.
+        let mut uri = url::Url::parse(key).expect("checked above");
+        if let Some(dir) = credentials_dir {
+            if let Err(reason) = apply_credentials(dir, &mut uri) {
+                problems.push(ConfigError::Invalid {
+                    what: format!("--repository-credentials-dir {}", dir.display()),
+                    reason,
+                });
+                return;
+            }
+        }
+        let uri = uri.to_string();
+        if !jars.iter().any(|d| d.uri == uri) {
             jars.push(Declared {
-                uri: key.to_owned(),
+                uri,
                 origin: origin.clone(),
             });
         }

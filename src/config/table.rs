@@ -138,6 +138,12 @@ pub(crate) const IVY_SETTINGS: Setting = setting(
     env::IVY_SETTINGS,
     &["spark.jars.ivySettings"],
 );
+pub(crate) const REPOSITORY_CREDENTIALS_DIR: Setting = setting(
+    "repository credentials",
+    "repository_credentials_dir",
+    env::REPOSITORY_CREDENTIALS_DIR,
+    &[],
+);
 pub(crate) const RESOLUTION: Setting = setting("resolution", "resolution", env::RESOLUTION, &[]);
 pub(crate) const LOCK: Setting = setting("lock", "lock", env::LOCK, &[]);
 pub(crate) const CA_CERT: Setting = setting("trusted CA", "ca_cert", env::CA_CERT, &[]);
@@ -209,6 +215,7 @@ pub(crate) const ALL: &[Setting] = &[
     EXCLUDE_PACKAGES,
     ONLY_REPOSITORIES,
     IVY_SETTINGS,
+    REPOSITORY_CREDENTIALS_DIR,
     RESOLUTION,
     LOCK,
     CA_CERT,

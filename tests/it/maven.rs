@@ -516,3 +516,73 @@ fn maven_resolution_resolves_what_maven_resolves() {
         assert!(!ours.is_empty(), "{coordinate}");
     }
 }
+
+/// A mounted Secret directory of repository credentials (a file per host holding
+/// `username:password`) serves both `resolve` and `fetch --lock`: the lock itself
+/// never holds them.
+#[test]
+fn a_credentials_directory_serves_resolve_and_fetch_lock() {
+    let repo = FaultServer::start();
+    let pom =
+        "<project><groupId>g</groupId><artifactId>a</artifactId><version>1</version></project>";
+    repo.put("/m2/g/a/1/a-1.pom", pom);
+    repo.put("/m2/g/a/1/a-1.jar", b"the jar".to_vec());
+    let sb = Sandbox::new();
+    let creds = sb.root.join("repo-creds");
+    std::fs::create_dir_all(&creds).unwrap();
+    std::fs::write(creds.join("127.0.0.1"), "ci:pw-SECRET-9876\n").unwrap();
+    let lock = sb.root.join("packages.lock");
+    let out = sb
+        .resolve()
+        .args([
+            "--packages",
+            "g:a:1",
+            "--only-repositories",
+            "--repositories",
+            &repo.url("/m2/"),
+        ])
+        .args([
+            "--repository-credentials-dir",
+            &s(&creds),
+            "--lock",
+            &s(&lock),
+        ])
+        .run();
+    out.expect_code(0);
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(!text.contains("SECRET") && !text.contains("ci:"), "{text}");
+    let basic = |r: &crate::support::Request| {
+        r.header("authorization")
+            .is_some_and(|a| a.starts_with("Basic "))
+    };
+    assert!(repo.requests().iter().all(basic), "{:?}", repo.requests());
+    repo.clear_log();
+    let out = sb
+        .fetch()
+        .args([
+            "--lock",
+            &s(&lock),
+            "--repository-credentials-dir",
+            &s(&creds),
+        ])
+        .run();
+    out.expect_code(0);
+    assert!(!out.stderr.contains("SECRET"), "{out}");
+    assert_eq!(std::fs::read(sb.jar("g_a-1.jar")).unwrap(), b"the jar");
+    assert!(repo.requests().iter().all(basic), "{:?}", repo.requests());
+    // A file that holds no username:password is a configuration error.
+    std::fs::write(creds.join("127.0.0.1"), "just-a-token\n").unwrap();
+    let out = sb
+        .resolve()
+        .args([
+            "--packages",
+            "g:a:1",
+            "--only-repositories",
+            "--repositories",
+            &repo.url("/m2/"),
+        ])
+        .args(["--repository-credentials-dir", &s(&creds)])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("holds no username:password");
+}
