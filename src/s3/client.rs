@@ -59,6 +59,10 @@ pub(crate) struct Bucket {
     /// The region S3 last named in an `x-amz-bucket-region` header (on a
     /// redirect or a refusal: where the bucket really is).
     seen_region: Arc<Mutex<Option<String>>>,
+    /// A final failure of the credential source (its kind, the message after the
+    /// URI, the hint): every later artifact of the bucket fails with it at once
+    /// instead of waiting out the same time limit again.
+    credential_failure: Mutex<Option<(FaultKind, String, Option<&'static str>)>>,
 }
 
 impl Bucket {
@@ -86,6 +90,7 @@ impl Bucket {
             store,
             config,
             seen_region,
+            credential_failure: Mutex::new(None),
         })
     }
 
@@ -275,7 +280,7 @@ fn time_limit(c: &Credentials) -> (Duration, &'static str) {
     match c {
         Credentials::Instance { .. } => (
             METADATA_TIMEOUT,
-            "inside a pod, IMDSv2 needs the instance's metadata hop limit at 2 or more (aws ec2 modify-instance-metadata-options --http-put-response-hop-limit 2), and a NetworkPolicy may block 169.254.169.254; or give credentials: IRSA, EKS Pod Identity, --s3-credentials-dir or spark.hadoop.fs.s3a.access.key/secret.key",
+            "when nothing answers inside a pod, IMDSv2 needs the instance's metadata hop limit at 2 or more (aws ec2 modify-instance-metadata-options --http-put-response-hop-limit 2), and a NetworkPolicy may block 169.254.169.254; or give credentials: IRSA, EKS Pod Identity, --s3-credentials-dir or spark.hadoop.fs.s3a.access.key/secret.key",
         ),
         Credentials::PodIdentity { .. } => (
             METADATA_TIMEOUT,
@@ -297,8 +302,43 @@ fn time_limit(c: &Credentials) -> (Duration, &'static str) {
 
 /// Gets the bucket's credentials (cached by object_store for temporary ones), so a
 /// failure of the credential source is reported as such, not as the endpoint's;
-/// each source has its own time limit ([`METADATA_TIMEOUT`], [`STS_TIMEOUT`]).
+/// each source has its own time limit ([`METADATA_TIMEOUT`], [`STS_TIMEOUT`]). A
+/// final failure is remembered for the bucket: the next artifacts fail at once.
 pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
+    let shown = crate::util::redact::redact_url(uri.as_str());
+    let remembered = b.credential_failure.lock().expect("lock").clone();
+    if let Some((kind, message, hint)) = remembered {
+        let e = SourceError::new(kind, format!("{shown}: {message}"));
+        return Err(match hint {
+            Some(hint) => e.with_hint(hint),
+            None => e,
+        });
+    }
+    let result = fresh_credentials(b, uri).await;
+    // Files (a Secret directory, keys) are read again each time: a rotated Secret
+    // is the fix. A credential service that failed for good stays failed.
+    let service = matches!(
+        b.config.credentials,
+        Credentials::Instance { .. }
+            | Credentials::PodIdentity { .. }
+            | Credentials::EcsTask { .. }
+            | Credentials::WebIdentity { .. }
+    );
+    if let Err(e) = &result {
+        if service && !e.is_transient() {
+            let chain = crate::util::redact::error_chain(e);
+            let message = chain
+                .strip_prefix(&format!("{shown}: "))
+                .unwrap_or(&chain)
+                .to_owned();
+            *b.credential_failure.lock().expect("lock") = Some((e.kind, message, e.hint));
+        }
+    }
+    result
+}
+
+/// [`credentials`], asked of the source.
+async fn fresh_credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
     let (limit, hint) = time_limit(&b.config.credentials);
     let shown = crate::util::redact::redact_url(uri.as_str());
     let source = &b.config.credential_source;
@@ -313,7 +353,7 @@ pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError
         let e = SourceError::new(
             kind,
             format!(
-                "{shown}: cannot get S3 credentials from {source}: no answer within {}",
+                "{shown}: cannot get S3 credentials from {source}: none within {} (no answer, or an answer that never completed: -v shows the requests)",
                 crate::util::duration::format_duration(limit)
             ),
         );
@@ -362,15 +402,16 @@ pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError
                 format!("{what}: its answer is not usable: {root}"),
             ));
         }
-        let e = SourceError::new(
-            FaultKind::Transient,
-            format!(
-                "{what}: {}: {root}",
-                transport_kind(http).trim_end_matches(" to")
-            ),
-        );
+        let failed = match http.kind() {
+            K::Connect => "cannot connect".to_owned(),
+            K::Timeout => "no connection within --connect-timeout".to_owned(),
+            _ => transport_kind(http).trim_end_matches(" to").to_owned(),
+        };
+        let e = SourceError::new(FaultKind::Transient, format!("{what}: {failed}: {root}"));
         return Err(if http.kind() == K::Connect && crate::net::proxied() {
             e.with_hint(crate::net::PROXY_HINT)
+        } else if !hint.is_empty() && matches!(http.kind(), K::Connect | K::Timeout) {
+            e.with_hint(hint)
         } else {
             e
         });

@@ -555,7 +555,7 @@ fn check_shows_the_hdfs_user_and_warns_about_unusable_tokens() {
         .args(["--jars", &uri])
         .run();
     let warning = format!(
-        "the HDFS delegation token for {service} passed its max date (2020-09-13T12:26:40Z)"
+        "the HDFS delegation token for {service} passed its max date (Sun, 13 Sep 2020 12:26:40 GMT)"
     );
     assert!(out.stdout.contains(&warning), "{out}");
     let out = sb

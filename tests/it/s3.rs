@@ -529,6 +529,30 @@ fn unusable_answers_of_a_credential_service_fail_cleanly() {
     }
 }
 
+/// A fifo as the Pod Identity token file is refused at once (object_store would
+/// block on it for good).
+#[test]
+fn a_fifo_as_the_pod_identity_token_file_is_refused() {
+    let sb = Sandbox::new();
+    let fifo = sb.root.join("token-fifo");
+    crate::stage_serve::mkfifo(&fifo);
+    let out = sb
+        .fetch()
+        .env(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "http://127.0.0.1:9/v1/credentials",
+        )
+        .env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &s(&fifo))
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+        .expect_stderr("not a regular file");
+    assert!(out.elapsed < Duration::from_secs(3), "{out}");
+}
+
 /// Issue 15, defect 1: a credential endpoint that accepts connections and never
 /// answers (an IMDSv2 hop limit of 1 inside a pod, a stuck Pod Identity agent)
 /// is named within its own short time limit, not reported as a 30 s data stall
@@ -551,17 +575,21 @@ fn a_hanging_credential_endpoint_is_named_within_seconds() {
         (imds, "EC2 instance metadata", "hop-limit 2"),
         (pod_identity, "EKS Pod Identity", "eks-pod-identity-agent"),
     ] {
+        // Three jars of the bucket, one at a time: the source is asked once, the
+        // others fail with its answer at once (not 5 s each).
         let out = setup(sb.fetch())
             .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
             .env("AWS_ALLOW_HTTP", "true")
-            .args(["--stall-timeout", "30s", "--jars", "s3a://bkt/a.jar"])
+            .args(["--stall-timeout", "30s", "--parallelism", "1"])
+            .args(["--jars", "s3a://bkt/a.jar,s3a://bkt/b.jar,s3a://bkt/c.jar"])
             .run();
         out.expect_code(3)
             .expect_stderr(&format!("cannot get S3 credentials from {named}"))
-            .expect_stderr("no answer within 5.0s")
+            .expect_stderr("none within 5.0s")
             .expect_stderr(hint);
         assert!(!out.stderr.contains("stall timeout"), "{out}");
-        assert!(out.elapsed < Duration::from_secs(15), "{out}");
+        assert!(out.elapsed < Duration::from_secs(9), "{out}");
+        assert_eq!(out.stderr.matches("none within 5.0s").count(), 3, "{out}");
 
         let out = setup(sb.check())
             .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
@@ -572,7 +600,7 @@ fn a_hanging_credential_endpoint_is_named_within_seconds() {
         let all = format!("{}{}", out.stdout, out.stderr);
         assert!(
             all.contains(&format!("cannot get S3 credentials from {named}"))
-                && all.contains("no answer within 5.0s"),
+                && all.contains("none within 5.0s"),
             "{out}"
         );
         assert!(out.elapsed < Duration::from_secs(15), "{out}");

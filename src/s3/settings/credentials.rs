@@ -329,8 +329,22 @@ impl S3Settings {
                 aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
             ));
         };
-        if let Ok(token) = crate::util::fs::read_config_text(Path::new(token_file)) {
-            crate::util::redact::register_secret(token.trim());
+        // object_store reads the file itself, on a blocking thread: a fifo would
+        // hang it for good. Checked here, as every credential file is.
+        match crate::util::fs::read_config_text(Path::new(token_file)) {
+            Ok(token) if token.trim().is_empty() => {
+                return Err(format!(
+                    "{}={token_file}: the token file is empty; the EKS Pod Identity token belongs there",
+                    aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
+                ))
+            }
+            Ok(token) => crate::util::redact::register_secret(token.trim()),
+            Err(e) => {
+                return Err(format!(
+                    "{}={token_file}: cannot read the token file: {e}",
+                    aws::CONTAINER_AUTHORIZATION_TOKEN_FILE
+                ))
+            }
         }
         Ok(Some((
             Credentials::PodIdentity {

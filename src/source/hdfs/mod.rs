@@ -373,7 +373,7 @@ fn who(
             notes.push(format!(
                 "the HDFS delegation token for {} passed its max date ({}): the NameNode refuses it; the job's tokens must be obtained again (a keytab lets Spark do so: spark.kerberos.keytab and spark.kerberos.principal)",
                 t.service,
-                humantime::format_rfc3339_seconds(when)
+                httpdate::fmt_http_date(when)
             ));
         }
     }
