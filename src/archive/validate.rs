@@ -19,9 +19,10 @@ use super::{Budget, Unpacked, COPY_BUF};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Dir,
-    /// A regular file (a hard link to one included).
     File,
     Symlink,
+    /// A hard link to a file earlier in the archive (a file where it lands).
+    HardLink,
 }
 
 /// What a valid archive holds: its totals and its entries in order (the
@@ -97,7 +98,7 @@ impl Walk<'_> {
                 Some(Kind::Symlink) => {
                     return Err(refused(name, "would be written through a symlink"));
                 }
-                Some(Kind::File) => {
+                Some(Kind::File | Kind::HardLink) => {
                     return Err(refused(name, "has a parent that is not a directory"));
                 }
                 Some(Kind::Dir) => {}
@@ -115,7 +116,13 @@ impl Walk<'_> {
         if self.seen.contains_key(&rel) {
             return Err(refused(name, "duplicates an existing entry"));
         }
-        self.seen.insert(rel.clone(), kind);
+        // For what lies on the way to later entries, a hard link is a file.
+        let seen = if kind == Kind::HardLink {
+            Kind::File
+        } else {
+            kind
+        };
+        self.seen.insert(rel.clone(), seen);
         self.order.push((rel, kind));
         Ok(())
     }
@@ -167,7 +174,7 @@ impl Walk<'_> {
                 ));
             }
         }
-        self.add(name, rel, Kind::File)
+        self.add(name, rel, Kind::HardLink)
     }
 }
 

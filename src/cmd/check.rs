@@ -37,7 +37,11 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     // A probe gets a connect and a stall timeout, never more than the deadline.
     let timeout =
         (settings.http.connect_timeout + settings.stall_timeout).min(settings.deadline.value);
-    let inspected = sources.inspect(timeout).await;
+    // Each server asked directly gets the connect timeout (a silent one is the
+    // finding), within the deadline.
+    let inspected = sources
+        .inspect(settings.http.connect_timeout.min(settings.deadline.value))
+        .await;
     if !inspected.is_empty() {
         out(&format!("servers:\n{}\n", inspected.join("\n")));
     }

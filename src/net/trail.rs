@@ -25,15 +25,41 @@ const SHOWN: &[&str] = &[
     "x-amz-bucket-region",
 ];
 
-/// One request, sent at `started`, as the trail shows it.
-pub(crate) struct Request<'a> {
-    pub method: &'a Method,
-    pub url: &'a str,
-    pub headers: &'a HeaderMap,
+/// One request, sent at `started`, as the trail shows it. Dropped before it was
+/// answered or failed (a stall timeout, a credential service's time limit, a
+/// stop cut it short), it says so: those are the requests a hang is made of.
+pub(crate) struct Request {
+    pub method: Method,
+    pub url: String,
+    pub headers: HeaderMap,
     pub started: Instant,
+    done: bool,
 }
 
-impl Request<'_> {
+impl Drop for Request {
+    fn drop(&mut self) {
+        if !self.done {
+            debug!(
+                "{} -> abandoned after {} (a time limit or a stop cut it short)",
+                self.line(),
+                took(self.started)
+            );
+        }
+    }
+}
+
+impl Request {
+    /// The trail entry of a request about to be sent, when anybody reads it.
+    pub(crate) fn start(method: &Method, url: &str, headers: &HeaderMap) -> Option<Request> {
+        Self::wanted().then(|| Request {
+            method: method.clone(),
+            url: url.to_owned(),
+            headers: headers.clone(),
+            started: Instant::now(),
+            done: false,
+        })
+    }
+
     /// Whether anybody reads the trail (the line is not built otherwise).
     pub(crate) fn wanted() -> bool {
         enabled!(Level::DEBUG)
@@ -49,15 +75,13 @@ impl Request<'_> {
         format!(
             "{} {}{range}",
             self.method,
-            crate::util::redact::redact_url(self.url)
+            crate::util::redact::redact_url(&self.url)
         )
     }
 
     /// The request was answered with `status` and `headers`.
-    pub(crate) fn answered(&self, status: StatusCode, headers: &HeaderMap) {
-        if !Self::wanted() {
-            return;
-        }
+    pub(crate) fn answered(mut self, status: StatusCode, headers: &HeaderMap) {
+        self.done = true;
         let took = took(self.started);
         if enabled!(Level::TRACE) {
             let shown: Vec<String> = SHOWN
@@ -78,10 +102,8 @@ impl Request<'_> {
     }
 
     /// The request got no answer.
-    pub(crate) fn failed(&self, error: &(dyn std::error::Error + 'static)) {
-        if !Self::wanted() {
-            return;
-        }
+    pub(crate) fn failed(mut self, error: &(dyn std::error::Error + 'static)) {
+        self.done = true;
         debug!(
             "{} -> no answer after {}: {}",
             self.line(),
@@ -96,25 +118,12 @@ pub(crate) async fn execute(
     client: &reqwest::Client,
     request: reqwest::Request,
 ) -> reqwest::Result<reqwest::Response> {
-    let shown = Request::wanted().then(|| {
-        (
-            request.method().clone(),
-            request.url().to_string(),
-            request.headers().clone(),
-        )
-    });
-    let started = Instant::now();
+    let entry = Request::start(request.method(), request.url().as_str(), request.headers());
     let result = client.execute(request).await;
-    if let Some((method, url, headers)) = &shown {
-        let r = Request {
-            method,
-            url,
-            headers,
-            started,
-        };
+    if let Some(entry) = entry {
         match &result {
-            Ok(response) => r.answered(response.status(), response.headers()),
-            Err(e) => r.failed(e),
+            Ok(response) => entry.answered(response.status(), response.headers()),
+            Err(e) => entry.failed(e),
         }
     }
     result

@@ -118,25 +118,13 @@ impl HttpConnector for Traced {
 #[async_trait]
 impl HttpService for Traced {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let shown = crate::net::trail::Request::wanted().then(|| {
-            (
-                req.method().clone(),
-                req.uri().to_string(),
-                req.headers().clone(),
-            )
-        });
-        let started = std::time::Instant::now();
+        let entry =
+            crate::net::trail::Request::start(req.method(), &req.uri().to_string(), req.headers());
         let result = HttpService::call(&self.client, req).await;
-        if let Some((method, url, headers)) = &shown {
-            let r = crate::net::trail::Request {
-                method,
-                url,
-                headers,
-                started,
-            };
+        if let Some(entry) = entry {
             match &result {
-                Ok(response) => r.answered(response.status(), response.headers()),
-                Err(e) => r.failed(e),
+                Ok(response) => entry.answered(response.status(), response.headers()),
+                Err(e) => entry.failed(e),
             }
         }
         if let Ok(response) = &result {
@@ -620,11 +608,25 @@ impl S3Failure<'_> {
                 "set the bucket's region with AWS_REGION or spark.hadoop.fs.s3a.endpoint.region",
             ));
         };
+        // Suggest the setting that decides: the one the region came from.
+        let origin = &config.region_origin;
+        let fix = if origin.starts_with("spark.hadoop.fs.s3a.") {
+            let key = origin.split_whitespace().next().unwrap_or(origin);
+            format!("set {key}={region}")
+        } else if origin == "AWS_REGION" || origin == "AWS_DEFAULT_REGION" {
+            format!("set {origin}={region}")
+        } else {
+            format!(
+                "set AWS_REGION={region} or spark.hadoop.fs.s3a.bucket.{}.endpoint.region={region}",
+                config.bucket
+            )
+        };
         let message = format!(
-            "{}: bucket '{}' is in region '{region}' (so S3 says), not in '{}' ({}); set AWS_REGION={region} or spark.hadoop.fs.s3a.bucket.{}.endpoint.region={region}",
-            self.display_uri, config.bucket, config.region, config.region_origin, config.bucket
+            "{}: bucket '{}' is in region '{region}' (so S3 says), not in '{}' ({origin}); {fix}",
+            self.display_uri, config.bucket, config.region
         );
-        Some(self.cause(FaultKind::Refused, message))
+        // The message says it all: not object_store's "redirect without LOCATION".
+        Some(SourceError::new(FaultKind::Refused, message))
     }
 
     /// No answer: TLS (final), else a connection fault (retried), naming the proxy

@@ -30,6 +30,7 @@ pub(crate) fn check_bundle(entries: &[(PathBuf, EntryKind)]) -> Result<(), Strin
         let why = match kind {
             EntryKind::Dir => Err("is a directory"),
             EntryKind::Symlink => Err("is a symlink"),
+            EntryKind::HardLink => Err("is a hard link"),
             EntryKind::File => crate::layout::bundle_file_name(path),
         }
         .and_then(|name| match crate::layout::OUTPUT_NAMES.contains(&name) {

@@ -177,6 +177,18 @@ fn verbose_shows_the_request_trail() {
         .expect_stderr(&format!("[content-length: {}", body.len()))
         .expect_stderr("etag: ");
 
+    // A request cut short by the stall timeout is in the trail too.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hung = format!("http://{}/hung.jar", silent.local_addr().unwrap());
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .global(["-v"])
+        .args(["--stall-timeout", "1s", "--retries", "0", "--jars", &hung])
+        .run();
+    out.expect_code(3)
+        .expect_stderr(&format!("GET {hung} -> abandoned after 1."));
+
     // Without -v, no trail.
     let sb = Sandbox::new();
     let out = sb.fetch().args(["--jars", &url]).run();

@@ -748,6 +748,22 @@ fn s3_errors_name_the_region_the_status_and_the_scheme() {
     let out = fetch(sb.check(), &endpoint, "s3a://bkt/moved.jar");
     out.expect_code(3);
     assert!(out.stdout.contains(moved), "{out}");
+    assert!(!out.stdout.contains("Generic S3 error"), "{out}");
+    // When a properties key decides the region, that key is what to change.
+    let props = sb.write(
+        "region.conf",
+        "spark.hadoop.fs.s3a.endpoint.region=us-east-1\n",
+    );
+    let out = fetch(
+        sb.fetch()
+            .env("AWS_REGION", "eu-west-1")
+            .args(["--properties-file", &s(&props)]),
+        &endpoint,
+        "s3a://bkt/moved.jar",
+    );
+    out.expect_code(3)
+        .expect_stderr("; set spark.hadoop.fs.s3a.endpoint.region=eu-west-1");
+    assert!(!out.stderr.contains("set AWS_REGION"), "{out}");
 
     let out = fetch(sb.fetch(), &endpoint, "s3a://bkt/slow.jar");
     out.expect_code(3)

@@ -941,6 +941,25 @@ fn bundles_fetch_would_refuse_are_refused_at_upload() {
         );
         assert!(error.contains("top level only"), "{name}: {reply:?}");
     }
+    // A hard link to a file of the bundle (fetch publishes regular files only).
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(3);
+    header.set_mode(0o644);
+    builder
+        .append_data(&mut header, "a.jar", &b"abc"[..])
+        .unwrap();
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Link);
+    link.set_size(0);
+    link.set_mode(0o644);
+    builder.append_link(&mut link, "h.jar", "a.jar").unwrap();
+    let reply = stage.upload(&gzip(&builder.into_inner().unwrap()), false);
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert!(
+        reply.error().contains("entry 'h.jar' is a hard link"),
+        "{reply:?}"
+    );
     assert!(entries(&store.path().join("bundles")).is_empty());
     assert_eq!(stage.metric("uploads_total"), 0);
     // A flat bundle, its entries named "./x" as `tar -C dir .` writes them, is fine.

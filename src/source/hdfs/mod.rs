@@ -393,7 +393,7 @@ async fn namenode_state(cluster: &Cluster, addr: &str, limit: std::time::Duratio
     };
     match tokio::time::timeout(limit, client.get_file_info("/")).await {
         Err(_) => format!(
-            "no answer within {}",
+            "does not answer within {} (--connect-timeout)",
             crate::util::duration::format_duration(limit)
         ),
         Ok(Ok(_) | Err(HdfsError::FileNotFound(_))) => "answers (active)".to_owned(),

@@ -243,6 +243,9 @@ fn member(path: &Path) -> Result<(Member, u64), UploadError> {
 /// rules the server applies to entries (a Windows drive prefix).
 fn entry_name_ok(name: &str) -> Result<(), &'static str> {
     crate::layout::check_name(name)?;
+    if crate::layout::OUTPUT_NAMES.contains(&name) {
+        return Err("is the name of an output of fetch (the classpath file, the env snippet or the report), which the staging server refuses");
+    }
     let b = name.as_bytes();
     if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
         return Err("looks like a Windows drive prefix, which the archive rules refuse");
@@ -318,6 +321,8 @@ mod tests {
         assert!(entry_name_ok("ünï code ☃.properties").is_ok());
         assert!(entry_name_ok("c:evil").is_err());
         assert!(entry_name_ok(".spark-localizer-x").is_err());
+        assert!(entry_name_ok("classpath").is_err());
+        assert!(entry_name_ok("spark-localizer-report.json").is_err());
         assert!(entry_name_ok("a\nb").is_err());
         assert!(entry_name_ok(&"x".repeat(201)).is_err());
     }
