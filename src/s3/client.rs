@@ -249,6 +249,9 @@ fn configure(c: &BucketConfig, connector: &Traced) -> object_store::Result<Amazo
             Some(e) => b.with_metadata_endpoint(e),
             None => b,
         },
+        Credentials::Process { command } => {
+            b.with_credentials(Arc::new(super::process::Process::new(command)))
+        }
         Credentials::Anonymous => b.with_skip_signature(true),
     };
     Ok(b)
@@ -282,6 +285,10 @@ fn time_limit(c: &Credentials) -> (Duration, &'static str) {
             STS_TIMEOUT,
             "check that STS is reachable from the pod (AWS_ENDPOINT_URL_STS for a regional or private endpoint, HTTPS_PROXY)",
         ),
+        Credentials::Process { .. } => (
+            super::process::TIME_LIMIT,
+            "the profile's credential_process did not finish: run it by hand to see what it waits for (a login prompt?)",
+        ),
         Credentials::Dir(_) | Credentials::Static { .. } | Credentials::Anonymous => {
             (METADATA_TIMEOUT, "")
         }
@@ -311,6 +318,7 @@ pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError
             | Credentials::PodIdentity { .. }
             | Credentials::EcsTask { .. }
             | Credentials::WebIdentity { .. }
+            | Credentials::Process { .. }
     );
     if let Err(e) = &result {
         if service && !e.is_transient() {
@@ -357,6 +365,12 @@ async fn fresh_credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
     if let Some(e) = find_cause::<secret_dir::SecretDirError>(&err) {
         return Err(SourceError::new(FaultKind::Auth, format!("{shown}: {e}")).with_hint(
             "the Secret mounted at --s3-credentials-dir needs the keys access-key and secret-key",
+        ));
+    }
+    if let Some(e) = find_cause::<super::process::ProcessError>(&err) {
+        return Err(SourceError::new(
+            FaultKind::Auth,
+            format!("{shown}: cannot get S3 credentials from {source}: {e}"),
         ));
     }
     if let Some(e) = find_cause::<MalformedCredential>(&err) {

@@ -3,5 +3,6 @@
 //! file and the AWS environment, and the credentials directory of a mounted Secret.
 
 pub(crate) mod client;
+pub(crate) mod process;
 pub(crate) mod secret_dir;
 pub(crate) mod settings;

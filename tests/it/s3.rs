@@ -791,3 +791,56 @@ fn s3_errors_name_the_region_the_status_and_the_scheme() {
         .expect_stderr("answered in plain HTTP, not TLS");
     assert!(!out.stderr.contains("--ca-cert"), "{out}");
 }
+
+/// A `credential_process` that hangs is bounded by the deadline and a stop, and
+/// killed with its children (it runs when the bucket is first used, not while the
+/// configuration is read).
+#[test]
+fn a_hanging_credential_process_obeys_the_deadline_and_is_killed() {
+    let sb = Sandbox::new();
+    let aws = sb.root.join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    let pid_file = sb.root.join("child.pid");
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[profile hang]\ncredential_process = sh -c 'sleep 300 & echo $! > {}; wait'\n",
+            s(&pid_file)
+        ),
+    )
+    .unwrap();
+    let out = sb
+        .fetch()
+        .env("AWS_PROFILE", "hang")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .args(["--deadline", "3s", "--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(5);
+    assert!(out.elapsed < Duration::from_secs(8), "{out}");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+    assert!(
+        !status
+            .lines()
+            .any(|l| l.starts_with("State:") && !l.contains('Z')),
+        "the credential_process's child {pid} outlived the run"
+    );
+    // check shows the source without running it; a failing one shows what it said.
+    std::fs::write(
+        aws.join("config"),
+        "[profile bad]\ncredential_process = sh -c 'echo \"token expired: run aws sso login\" >&2; exit 1'\n",
+    )
+    .unwrap();
+    let out = sb
+        .fetch()
+        .env("AWS_PROFILE", "bad")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .args(["--jars", "s3a://bkt/a.jar"])
+        .run();
+    out.expect_code(3).expect_stderr(
+        "credential_process: it failed (exit status: 1): token expired: run aws sso login",
+    );
+}

@@ -31,7 +31,7 @@ const CHAIN: [&str; 9] = [
 impl S3Settings {
     /// Picks the credential source of `bucket`: the first of the chain that is
     /// configured; also its place in [`CHAIN`]. The sources after it are not
-    /// looked at (a `credential_process` is not run).
+    /// looked at.
     pub(super) fn credentials(&self, bucket: &str) -> Result<(Credentials, String, usize), String> {
         let steps: [&dyn Fn() -> Step; 8] = [
             &|| self.secret_dir(),
@@ -376,7 +376,7 @@ impl S3Settings {
     }
 
     /// The shared config files' profile: its static keys, or what its
-    /// `credential_process` prints (run once). Profiles that assume a role or use
+    /// `credential_process` prints (run when needed). Profiles that assume a role or use
     /// SSO are refused with the command that turns them into keys.
     fn shared_profile(&self) -> Step {
         let profile = match &self.profile {
@@ -418,19 +418,12 @@ impl S3Settings {
             ));
         }
         if let Some((command, path)) = profile.get("credential_process") {
-            let keys = self
-                .process
-                .get_or_init(|| super::profile::run_credential_process(command))
-                .as_ref()
-                .map_err(|e| format!("{label} in {}: credential_process: {e}", path.display()))?;
             return Ok(Some((
-                Credentials::Static {
-                    key_id: keys.key_id.clone(),
-                    secret: keys.secret.clone(),
-                    token: keys.token.clone(),
+                Credentials::Process {
+                    command: command.to_owned(),
                 },
                 format!(
-                    "{label} in {} (shared config files: credential_process)",
+                    "{label} in {} (shared config files: credential_process, run when the bucket is first used)",
                     path.display()
                 ),
             )));

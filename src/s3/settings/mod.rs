@@ -51,8 +51,6 @@ pub(crate) struct S3Settings {
     /// The shared config files' profile (read once; a problem is reported only
     /// when the chain gets to it).
     profile: Result<Option<profile::Profile>, String>,
-    /// What the profile's `credential_process` gave (run once, when needed).
-    process: std::sync::OnceLock<Result<profile::ProcessKeys, String>>,
 }
 
 impl Default for S3Settings {
@@ -63,7 +61,6 @@ impl Default for S3Settings {
             properties_path: PathBuf::new(),
             env: BTreeMap::new(),
             profile: Ok(None),
-            process: std::sync::OnceLock::new(),
         }
     }
 }
@@ -93,6 +90,10 @@ pub(crate) enum Credentials {
     },
     Instance {
         endpoint: Option<String>,
+    },
+    /// A shared profile's `credential_process`, run when the bucket is first used.
+    Process {
+        command: String,
     },
     Anonymous,
 }
@@ -173,7 +174,6 @@ impl S3Settings {
                 .unwrap_or_default(),
             env,
             profile,
-            process: std::sync::OnceLock::new(),
         }
     }
 

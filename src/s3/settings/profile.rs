@@ -4,8 +4,8 @@
 //! metadata; pods rarely have them.
 //!
 //! Read: a profile's static keys (`aws_access_key_id`, `aws_secret_access_key`,
-//! `aws_session_token`), its `credential_process` (run once, its JSON read as the
-//! AWS CLI does), and its `region`. Profiles that assume a role or use IAM Identity
+//! `aws_session_token`), its `credential_process` (run by [`crate::s3::process`]
+//! when the bucket is first used), and its `region`. Profiles that assume a role or use IAM Identity
 //! Center (SSO) are named with the command that turns them into keys.
 //!
 //! The files' format is the AWS CLI's INI dialect: `[section]` headers (`[profile
@@ -15,11 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-/// How long a `credential_process` may run.
-const PROCESS_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest shared file read.
 const MAX_FILE: u64 = 1 << 20;
 
@@ -187,85 +183,6 @@ fn section_of(text: &str, section: &str) -> Option<Vec<(String, String)>> {
     values
 }
 
-/// Keys a `credential_process` printed.
-#[derive(Clone)]
-pub(crate) struct ProcessKeys {
-    pub key_id: String,
-    pub secret: String,
-    pub token: Option<String>,
-}
-
-impl std::fmt::Debug for ProcessKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProcessKeys { .. }")
-    }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ProcessOutput {
-    version: u32,
-    access_key_id: String,
-    secret_access_key: String,
-    session_token: Option<String>,
-}
-
-/// Runs a profile's `credential_process` (through `sh -c`, stdin closed, at most
-/// [`PROCESS_TIMEOUT`]) and reads the keys it prints (`Version` 1 JSON).
-pub(crate) fn run_credential_process(command: &str) -> Result<ProcessKeys, String> {
-    let out = tempfile::tempfile().map_err(|e| format!("cannot make a temp file: {e}"))?;
-    let mut child = Command::new("sh")
-        .args(["-c", command])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().map_err(|e| e.to_string())?)
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > PROCESS_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "it did not finish within {}",
-                    crate::util::duration::format_duration(PROCESS_TIMEOUT)
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
-        }
-    };
-    if !status.success() {
-        return Err(format!("it failed ({status})"));
-    }
-    let mut out = out;
-    let mut text = Vec::new();
-    use std::io::{Read, Seek};
-    out.rewind()
-        .and_then(|()| (&mut out).take(MAX_FILE).read_to_end(&mut text))
-        .map_err(|e| format!("cannot read its output: {e}"))?;
-    let parsed: ProcessOutput = serde_json::from_slice(&text).map_err(|e| {
-        format!("its output is not the JSON the AWS CLI expects (Version, AccessKeyId, SecretAccessKey): {e}")
-    })?;
-    if parsed.version != 1 {
-        return Err(format!(
-            "its output has Version {}; only 1 is defined",
-            parsed.version
-        ));
-    }
-    crate::util::redact::register_secret(&parsed.secret_access_key);
-    if let Some(token) = &parsed.session_token {
-        crate::util::redact::register_secret(token);
-    }
-    Ok(ProcessKeys {
-        key_id: parsed.access_key_id,
-        secret: parsed.secret_access_key,
-        token: parsed.session_token.filter(|t| !t.is_empty()),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,25 +252,5 @@ output = json
         // Missing files are no profile, not an error.
         let none = Files::locate(None, None, Some("/nonexistent"));
         assert!(Profile::load(&none, None).unwrap().is_none());
-    }
-
-    #[test]
-    fn a_credential_process_is_run_and_read() {
-        let keys = run_credential_process(
-            r#"printf '{"Version": 1, "AccessKeyId": "AKIDPROC", "SecretAccessKey": "proc-secret", "SessionToken": "proc-token", "Expiration": "2099-01-01T00:00:00Z"}'"#,
-        )
-        .unwrap();
-        assert_eq!(keys.key_id, "AKIDPROC");
-        assert_eq!(keys.secret, "proc-secret");
-        assert_eq!(keys.token.as_deref(), Some("proc-token"));
-        let err = run_credential_process("exit 3").unwrap_err();
-        assert!(err.contains("failed"), "{err}");
-        let err = run_credential_process("echo not json").unwrap_err();
-        assert!(err.contains("not the JSON"), "{err}");
-        let err = run_credential_process(
-            r#"printf '{"Version": 2, "AccessKeyId": "a", "SecretAccessKey": "b"}'"#,
-        )
-        .unwrap_err();
-        assert!(err.contains("Version 2"), "{err}");
     }
 }
