@@ -73,7 +73,7 @@ pub(crate) const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
 pub(crate) const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
 /// Set by the kubelet in every pod: the API server's port (`stage serve` owner checks).
 pub(crate) const KUBERNETES_SERVICE_PORT: &str = "KUBERNETES_SERVICE_PORT";
-/// Tracing filter override (e.g. `spark_localizer=debug`).
+/// Log filter override: `target=level` directives (e.g. `warn,spark_localizer=debug`).
 pub(crate) const LOG: &str = "SPARK_LOCALIZER_LOG";
 
 /// Proxy variables honoured by every HTTP client (values may hold credentials: never

@@ -4,7 +4,10 @@
 use std::io::{IsTerminal, Write};
 
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 use crate::cli::LogFormat;
 use crate::env_vars;
@@ -45,19 +48,31 @@ pub(crate) fn init(verbose: u8, quiet: bool, format: LogFormat) {
         (false, 1) => "debug",
         (false, _) => "trace",
     };
-    let filter = std::env::var(env_vars::LOG)
+    // `target=level` directives (tracing's `Targets`): no regex engine in the
+    // binary for a filter users write as `spark_localizer=trace,hyper=debug`.
+    let filter: Targets = std::env::var(env_vars::LOG)
         .ok()
-        .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new(format!("warn,spark_localizer={level}")));
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| {
+            format!("warn,spark_localizer={level}")
+                .parse()
+                .expect("a valid filter")
+        });
     crate::source::hdfs::replicas::install();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(ScrubbedStderr)
         .log_internal_errors(false)
         .with_target(false);
+    let registry = tracing_subscriber::registry();
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text if std::io::stderr().is_terminal() => builder.without_time().init(),
-        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Json => registry
+            .with(layer.json().flatten_event(true).with_filter(filter))
+            .init(),
+        LogFormat::Text if std::io::stderr().is_terminal() => registry
+            .with(layer.without_time().with_filter(filter))
+            .init(),
+        LogFormat::Text => registry
+            .with(layer.with_ansi(false).with_filter(filter))
+            .init(),
     }
 }
