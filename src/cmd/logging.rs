@@ -3,8 +3,8 @@
 
 use std::io::{IsTerminal, Write};
 
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::filter::Targets;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;

@@ -239,6 +239,8 @@ fn refusals_before_any_traffic_exit_2() {
     std::fs::create_dir(&other).unwrap();
     let dup = files(&other, &[("ok.jar", b"y")]);
     let reserved = files(dir.path(), &[(".spark-localizer-x", b"z")]);
+    let output = files(dir.path(), &[("classpath", b"z")]);
+    let colon = files(dir.path(), &[("ab:c.jar", b"z")]);
     let missing = dir.path().join("missing.jar");
     let fifo = dir.path().join("fifo.jar");
     crate::stage_serve::mkfifo(&fifo);
@@ -252,6 +254,8 @@ fn refusals_before_any_traffic_exit_2() {
         ("missing", vec![missing.clone()], "no such file"),
         ("duplicate", vec![ok[0].clone(), dup[0].clone()], "ok.jar"),
         ("reserved", vec![reserved[0].clone()], "reserved"),
+        ("output name", vec![output[0].clone()], "output of fetch"),
+        ("colon", vec![colon[0].clone()], "cannot go on a classpath"),
     ] {
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         let out = upload(&["--server", &server], &refs, &[]);

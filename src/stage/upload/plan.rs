@@ -136,6 +136,14 @@ fn bundle_plan(kind: StageKind, paths: &[PathBuf]) -> Result<BundlePlan, UploadE
     let mut bytes = 0u64;
     for path in paths {
         let (member, len) = member(path)?;
+        // A jar's path goes into a ':'-separated classpath: fetch would leave it off.
+        if kind == StageKind::Jars && member.name.ends_with(".jar") && member.name.contains(':') {
+            return Err(UploadError::Usage(format!(
+                "{}: a jar named {:?} cannot go on a classpath (':' separates its entries); rename it",
+                path.display(),
+                member.name
+            )));
+        }
         if let Some(first) = seen.insert(member.name.clone(), path.clone()) {
             return Err(UploadError::Usage(format!(
                 "{} and {} both have the name {:?}; entries are flat, so names must be unique",
