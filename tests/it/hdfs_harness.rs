@@ -399,10 +399,19 @@ fn a_kerberos_only_namenode_refuses_a_client_without_kerberos() {
             "{err:?}"
         );
     });
-    assert!(!hdfs
-        .log_lines("SIMPLE authentication is not enabled")
-        .is_empty());
-    assert!(!hdfs.log_lines("offering ['KERBEROS']").is_empty());
+    // The server logs from its own threads: give its lines a moment to land.
+    for needle in [
+        "SIMPLE authentication is not enabled",
+        "offering ['KERBEROS']",
+    ] {
+        assert!(
+            crate::support::wait_for(Duration::from_secs(5), || !hdfs
+                .log_lines(needle)
+                .is_empty()),
+            "no {needle:?} in the server's log:\n{}",
+            hdfs.stderr()
+        );
+    }
     assert!(
         hdfs.log_lines("getFileInfo").is_empty(),
         "{}",
