@@ -111,6 +111,23 @@ impl fmt::Display for Coord {
     }
 }
 
+/// Whether `part` (a groupId, artifactId, version, classifier or type read from
+/// a POM) can be one: not empty, no path separator, not `.`-led (no `..`), no
+/// whitespace or control character. A POM is not trusted to stay inside the
+/// repository.
+pub(crate) fn check_part(part: &str) -> Result<(), &'static str> {
+    if part.is_empty() {
+        return Err("is empty");
+    }
+    if part.starts_with('.') || part.contains("..") {
+        return Err("starts with '.' or holds '..'");
+    }
+    if part.contains(['/', '\\']) || part.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("holds a path separator, whitespace or a control character");
+    }
+    Ok(())
+}
+
 /// Characters a coordinate part may hold (Maven's are letters, digits, `-_.`;
 /// versions add `+` and ranges never come from users here).
 fn valid_char(c: char) -> bool {
@@ -204,5 +221,9 @@ mod tests {
         assert!(glob("a*b*c", "aXbYc"));
         assert!(!glob("a*b*c", "aXcYb"));
         assert!(Exclusion::parse("nocolon").is_err());
+        for bad in ["", "..", ".x", "a/../b", "a\\b", "a b", "e/../../x", "a\nb"] {
+            assert!(check_part(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_part("1.0-SNAPSHOT").is_ok());
     }
 }

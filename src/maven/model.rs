@@ -345,7 +345,7 @@ fn to_dep(
     interp: &dyn Fn(&str) -> Result<String, MavenError>,
 ) -> Result<Dep, MavenError> {
     let opt = |v: &Option<String>| v.as_deref().map(interp).transpose();
-    Ok(Dep {
+    let dep = Dep {
         group: interp(&raw.group)?,
         artifact: interp(&raw.artifact)?,
         version: opt(&raw.version)?,
@@ -363,5 +363,22 @@ fn to_dep(
                 })
             })
             .collect::<Result<_, _>>()?,
-    })
+    };
+    let parts = [
+        ("groupId", Some(&dep.group)),
+        ("artifactId", Some(&dep.artifact)),
+        ("type", Some(&dep.kind)),
+        ("classifier", dep.classifier.as_ref()),
+    ];
+    for (name, value) in parts {
+        if let Some(value) = value {
+            super::coord::check_part(value).map_err(|why| {
+                MavenError::Malformed(format!(
+                    "a dependency's {name} '{}' {why}",
+                    value.escape_debug()
+                ))
+            })?;
+        }
+    }
+    Ok(dep)
 }

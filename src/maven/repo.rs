@@ -127,6 +127,15 @@ impl Repos {
         path: &str,
         limit: usize,
     ) -> Result<Result<Found, Misses>, MavenError> {
+        if path
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return Err(MavenError::Malformed(format!(
+                "'{}' is not a path inside a repository (a coordinate with '/' or '..' in a POM?)",
+                path.escape_debug()
+            )));
+        }
         let cell = {
             let mut cache = self.cache.lock().expect("lock");
             cache.entry(path.to_owned()).or_default().clone()

@@ -326,6 +326,17 @@ async fn hostile_repositories_fail_clearly() {
     let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
     let e = r.unwrap_err();
     assert!(matches!(e, MavenError::Integrity(_)), "{e}");
+    // A POM may not lead requests out of the repository.
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:e/../../../../x:1"]));
+    let (r, mem) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("artifactId 'e/../../../../x'"), "{e}");
+    assert!(
+        mem.log.lock().unwrap().iter().all(|u| u.starts_with(REPO)),
+        "{:?}",
+        mem.log
+    );
     // A range nothing satisfies.
     let mut m = Mem::default();
     m.pom("g:a:1", &deps(&["g:r:[5,6)"]));
