@@ -39,20 +39,26 @@ pub(crate) enum NotReady {
     Config(Problems),
     /// `--packages` could not be resolved.
     Packages(crate::maven::MavenError),
+    /// The deadline passed, or a signal came, while `--packages` was resolved.
+    Stopped(ExitCode, String),
 }
 
 /// Resolves settings, resolves `--packages` (unless `--lock` pins them), builds
 /// the plan and the sources: everything that can be wrong with the
 /// configuration is found before any network traffic and reported at once;
 /// then the packages' POMs are the only traffic before the transfers.
-pub(crate) async fn prepare(args: &FetchArgs, origins: &ArgOrigins) -> Result<Prepared, NotReady> {
+pub(crate) async fn prepare(
+    args: &FetchArgs,
+    origins: &ArgOrigins,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+) -> Result<Prepared, NotReady> {
     let mut problems = Problems::default();
     let mut settings = Settings::resolve(args, origins, &mut problems);
     let mut resolution = None;
     if problems.is_empty() && settings.packages.lock.is_none() {
         if let Some(request) = settings.packages.request.clone() {
-            let resolved = resolve_packages(&settings, &request)
-                .await
+            let resolved = bounded(&settings, cancel, resolve_packages(&settings, &request))
+                .await?
                 .map_err(NotReady::Packages)?;
             settings.add_resolved(&resolved);
             resolution = Some(resolved);
@@ -78,6 +84,41 @@ pub(crate) async fn prepare(args: &FetchArgs, origins: &ArgOrigins) -> Result<Pr
             })
         }
         _ => Err(NotReady::Config(problems)),
+    }
+}
+
+/// Runs `work` within the deadline, and until a stop signal.
+pub(crate) async fn bounded<T>(
+    settings: &Settings,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, NotReady> {
+    let deadline = settings.deadline.value;
+    let stop = async {
+        match cancel {
+            Some(cancel) => {
+                let mut cancel = cancel.clone();
+                if cancel.wait_for(|stop| *stop).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        done = tokio::time::timeout(deadline, work) => done.map_err(|_| {
+            NotReady::Stopped(
+                ExitCode::Deadline,
+                format!(
+                    "--packages: not resolved within the deadline ({}, --deadline)",
+                    crate::util::duration::format_duration(deadline)
+                ),
+            )
+        }),
+        () = stop => Err(NotReady::Stopped(
+            ExitCode::Interrupted,
+            "--packages: stopped by a signal while resolving".to_owned(),
+        )),
     }
 }
 
@@ -110,6 +151,23 @@ pub(crate) async fn resolve_packages(
         }
     );
     Ok(resolution)
+}
+
+/// A run stopped before the transfers (the deadline, a signal): said, and
+/// written to the termination log for `fetch`.
+pub(crate) fn stopped(
+    args: &FetchArgs,
+    code: ExitCode,
+    message: &str,
+    termination: bool,
+) -> ExitCode {
+    error!("{message}");
+    if termination {
+        let text = output::termination_text(message, &[]);
+        let path = crate::config::termination_log(args.termination_log.as_deref());
+        write_termination(path.as_deref(), &text);
+    }
+    code
 }
 
 /// The HTTP transport of the Maven resolver: the settings' client, stall timeout
@@ -360,10 +418,11 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         plan,
         sources,
         resolution,
-    } = match prepare(args, origins).await {
+    } = match prepare(args, origins, Some(&cancel)).await {
         Ok(ready) => ready,
         Err(NotReady::Config(problems)) => return config_failure(args, &problems, true),
         Err(NotReady::Packages(e)) => return packages_failure(args, &e, true),
+        Err(NotReady::Stopped(code, message)) => return stopped(args, code, &message, true),
     };
     for line in resolution.iter().flat_map(|r| &r.evicted) {
         info!("--packages: evicted {line}");
@@ -431,7 +490,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
 
 /// The first SIGTERM or SIGINT stops the transfers (they clean up and the run
 /// reports, exit 7); a second one exits at once. Returns the stop signal.
-fn stop_on_signals() -> tokio::sync::watch::Receiver<bool> {
+pub(crate) fn stop_on_signals() -> tokio::sync::watch::Receiver<bool> {
     let (stop, cancel) = tokio::sync::watch::channel(false);
     // Installed now, before any work: a signal from here on is never fatal.
     let Ok(mut handlers) = Termination::install() else {

@@ -8,7 +8,9 @@ use tracing::{error, info};
 
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{config_failure, maven_http, packages_failure, resolve_packages};
+use crate::cmd::fetch::{
+    bounded, config_failure, maven_http, packages_failure, resolve_packages, stopped, NotReady,
+};
 use crate::config::{Problems, Settings};
 
 /// Runs `resolve` and returns the exit code.
@@ -33,21 +35,23 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         }
         return config_failure(args, &problems, false);
     };
-    let resolution = match resolve_packages(&settings, &request).await {
-        Ok(r) => r,
-        Err(e) => return packages_failure(args, &e, false),
+    // Resolution and the jars' downloads, within the deadline and until a signal.
+    let cancel = crate::cmd::fetch::stop_on_signals();
+    let work = async {
+        let resolution = resolve_packages(&settings, &request).await?;
+        for line in &resolution.tree {
+            info!("{line}");
+        }
+        let repositories = resolution.repositories.clone();
+        let http = maven_http(&settings)?;
+        let locked = crate::maven::lock::lock(resolution, &http, settings.parallelism).await?;
+        Ok::<_, crate::maven::MavenError>((repositories, locked))
     };
-    for line in &resolution.tree {
-        info!("{line}");
-    }
-    let repositories = resolution.repositories.clone();
-    let http = match maven_http(&settings) {
-        Ok(http) => http,
-        Err(e) => return packages_failure(args, &e, false),
-    };
-    let locked = match crate::maven::lock::lock(resolution, &http, settings.parallelism).await {
-        Ok(locked) => locked,
-        Err(e) => return packages_failure(args, &e, false),
+    let (repositories, locked) = match bounded(&settings, Some(&cancel), work).await {
+        Ok(Ok(done)) => done,
+        Ok(Err(e)) => return packages_failure(args, &e, false),
+        Err(NotReady::Stopped(code, message)) => return stopped(args, code, &message, false),
+        Err(_) => unreachable!("bounded only stops"),
     };
     let text = crate::maven::lock::render(&request, &repositories, &locked);
     let total: u64 = locked.iter().map(|l| l.size).sum();

@@ -586,3 +586,37 @@ fn a_credentials_directory_serves_resolve_and_fetch_lock() {
     out.expect_code(2)
         .expect_stderr("holds no username:password");
 }
+
+/// Resolution obeys `--deadline` and a stop, for `fetch --packages` and `resolve`:
+/// a repository that never answers does not hold the pod for the stall timeout.
+#[test]
+fn resolution_obeys_the_deadline_and_a_stop() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let repo = format!("http://{}/m2/", silent.local_addr().unwrap());
+    let sb = Sandbox::new();
+    let args = [
+        "--packages",
+        "g:a:1",
+        "--only-repositories",
+        "--repositories",
+        &repo,
+    ];
+    let out = sb.fetch().args(args).args(["--deadline", "2s"]).run();
+    out.expect_code(5)
+        .expect_stderr("not resolved within the deadline");
+    assert!(out.elapsed < Duration::from_secs(6), "{out}");
+    assert!(
+        sb.term_log_text().is_some_and(|t| t.contains("deadline")),
+        "{:?}",
+        sb.term_log_text()
+    );
+    let out = sb.resolve().args(args).args(["--deadline", "2s"]).run();
+    out.expect_code(5);
+    let running = sb.fetch().args(args).start();
+    std::thread::sleep(Duration::from_millis(700));
+    running.signal("TERM");
+    let out = running.finish();
+    out.expect_code(7)
+        .expect_stderr("stopped by a signal while resolving");
+    assert!(out.elapsed < Duration::from_secs(5), "{out}");
+}
