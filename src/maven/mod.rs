@@ -181,7 +181,7 @@ pub(crate) async fn resolve(
     transport: Arc<dyn Transport>,
 ) -> Result<Resolution, MavenError> {
     let repos = Repos::new(request.repositories.clone(), transport);
-    let models = model::Models::new(&repos);
+    let models = model::Models::new(&repos, request.mode);
     let excludes = request.all_excludes();
     let graph = resolve::graph(&models, &request.packages, &excludes, request.mode).await?;
     let tree = resolve::tree(&graph);

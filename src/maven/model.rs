@@ -1,7 +1,8 @@
 //! The effective model of a module, as Maven builds it: the POM merged with its
 //! parents (any depth; the child wins), properties interpolated (`project.*`,
 //! `pom.*`, `parent.*`, the POM's own, nested, cycles refused), BOM imports
-//! expanded in declaration order (entries already managed win), and its own
+//! expanded (the POM's own and inherited entries win; between imports Maven keeps
+//! the first, Ivy the last), and its own
 //! dependencies completed from its dependencyManagement.
 
 use std::collections::HashMap;
@@ -14,7 +15,7 @@ use tokio::sync::OnceCell;
 use super::coord::{Coord, Exclusion};
 use super::pom::{self, RawDep, RawPom, Relocation};
 use super::repo::Repos;
-use super::MavenError;
+use super::{MavenError, Mode};
 
 /// How deep parents and imports may nest.
 const MAX_DEPTH: usize = 32;
@@ -62,13 +63,16 @@ type Slot = Arc<OnceCell<Result<Arc<Model>, MavenError>>>;
 /// Effective models, each built once per run.
 pub(crate) struct Models<'a> {
     pub repos: &'a Repos,
+    /// Which resolver's rules apply where they differ (the order of BOM imports).
+    mode: Mode,
     built: Mutex<HashMap<String, Slot>>,
 }
 
 impl<'a> Models<'a> {
-    pub(crate) fn new(repos: &'a Repos) -> Self {
+    pub(crate) fn new(repos: &'a Repos, mode: Mode) -> Self {
         Models {
             repos,
+            mode,
             built: Mutex::new(HashMap::new()),
         }
     }
@@ -136,26 +140,38 @@ impl<'a> Models<'a> {
         let merged = merge(&lineage, group, version);
         let props = properties(&lineage, group, artifact, version);
         let interp = |s: &str| interpolate(s, &props, &coord);
-        let mut management = Vec::new();
+        // The POM's own (and inherited) management first: an import never beats
+        // it, whatever the order they are declared in.
+        let mut management: Vec<Dep> = Vec::new();
+        let mut imports = Vec::new();
         for raw in &merged.management {
             let dep = to_dep(raw, &interp)?;
             if dep.scope.as_deref() == Some("import") && dep.kind == "pom" {
-                let Some(v) = dep.version.clone() else {
-                    return Err(MavenError::Malformed(format!(
-                        "{coord}: the imported BOM {}:{} has no version",
-                        dep.group, dep.artifact
-                    )));
-                };
-                let bom = self
-                    .get(&dep.group, &dep.artifact, &v, chain.clone())
-                    .await?;
-                for managed in &bom.management {
-                    if !management.iter().any(|m: &Dep| m.key() == managed.key()) {
-                        management.push(managed.clone());
-                    }
-                }
-            } else if !management.iter().any(|m: &Dep| m.key() == dep.key()) {
+                imports.push(dep);
+            } else if !management.iter().any(|m| m.key() == dep.key()) {
                 management.push(dep);
+            }
+        }
+        let own = management.len();
+        for dep in imports {
+            let Some(v) = dep.version.clone() else {
+                return Err(MavenError::Malformed(format!(
+                    "{coord}: the imported BOM {}:{} has no version",
+                    dep.group, dep.artifact
+                )));
+            };
+            let bom = self
+                .get(&dep.group, &dep.artifact, &v, chain.clone())
+                .await?;
+            for managed in &bom.management {
+                match management.iter().position(|m| m.key() == managed.key()) {
+                    None => management.push(managed.clone()),
+                    // Between imports: Maven keeps the first, Ivy the last.
+                    Some(at) if at >= own && self.mode == Mode::Spark => {
+                        management[at] = managed.clone();
+                    }
+                    Some(_) => {}
+                }
             }
         }
         let mut dependencies = Vec::new();

@@ -164,6 +164,8 @@ async fn traverse(
                 if visit.version != version {
                     walk.evict(&p, &version, &visit.version.clone());
                 }
+                // Another artifact of the module (a classifier): its own jar.
+                walk.other_artifact(&key, &p);
                 walk.revisit(&key, &p, &mut next);
                 continue;
             }
@@ -196,6 +198,8 @@ struct Visit {
     scope: String,
     overrides: Vec<Arc<Model>>,
     contexts: Vec<Vec<Exclusion>>,
+    /// The jars of the module already in the graph (a classifier adds one).
+    jars: Vec<Coord>,
 }
 
 /// One round's walk over the graph.
@@ -243,6 +247,7 @@ impl Walk<'_> {
             scope: p.scope.clone(),
             overrides,
             contexts: vec![p.exclusions.clone()],
+            jars: self.graph.nodes[id].jar.iter().cloned().collect(),
         };
         for dep in &visit.model.dependencies {
             if let Some(child) = self.child(&visit, dep, &p.exclusions, &p.path) {
@@ -250,6 +255,29 @@ impl Walk<'_> {
             }
         }
         self.visited.insert(key, visit);
+    }
+
+    /// A visited module asked for with another classifier or type: that jar
+    /// joins the graph too (Maven and Ivy both give `lib` and `lib:natives`).
+    fn other_artifact(&mut self, key: &Key, p: &Pending) {
+        let Some(visit) = self.visited.get_mut(key) else {
+            return;
+        };
+        let Some(jar) = jar_of(&visit.model, p) else {
+            return;
+        };
+        if visit.jars.contains(&jar) {
+            return;
+        }
+        visit.jars.push(jar.clone());
+        self.graph.nodes.push(Node {
+            coord: visit.model.coord.clone(),
+            scope: p.scope.clone(),
+            jar: Some(jar),
+            repo: visit.model.repo,
+            path: p.path.clone(),
+            parent: p.parent,
+        });
     }
 
     /// Another path to a visited module: as Ivy does (`spark`), a dependency
@@ -359,20 +387,31 @@ async fn load_level(
 async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, MavenError> {
     let mut requirement = p.requirement.clone();
     if mode == Mode::Spark {
-        // Not the declaring module's own management: that already filled in the
-        // dependency (and an explicit version there wins over it).
+        // Ivy turns each POM's management and its own direct dependencies into
+        // overrides of the versions below it; the root-most wins. Not the
+        // declaring module's: that one already gave the requirement.
         let ancestors = p.overrides.len().saturating_sub(1);
-        if let Some(managed) = p.overrides[..ancestors].iter().find_map(|m| {
-            m.management.iter().find(|d| {
-                d.group == p.group
-                    && d.artifact == p.artifact
-                    && d.kind == p.kind
-                    && d.classifier == p.classifier
-            })
-        }) {
-            if let Some(v) = &managed.version {
-                requirement = v.clone();
-            }
+        let same = |d: &&Dep| {
+            d.group == p.group
+                && d.artifact == p.artifact
+                && d.kind == p.kind
+                && d.classifier == p.classifier
+        };
+        let overridden = p.overrides[..ancestors].iter().find_map(|m| {
+            m.management
+                .iter()
+                .find(same)
+                .or_else(|| {
+                    // Only dependencies Spark follows: not optional, not test or
+                    // provided ones.
+                    m.dependencies.iter().filter(|d| !d.optional).find(|d| {
+                        same(d) && matches!(d.scope.as_deref(), None | Some("compile" | "runtime"))
+                    })
+                })
+                .and_then(|d| d.version.clone())
+        });
+        if let Some(v) = overridden {
+            requirement = v;
         }
     }
     let parsed = Requirement::parse(&requirement).map_err(|why| {

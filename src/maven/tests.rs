@@ -182,16 +182,17 @@ async fn parents_properties_boms_and_scopes() {
 #[tokio::test]
 async fn conflicts_latest_for_spark_nearest_for_maven() {
     let mut m = Mem::default();
-    // a -> c:1 ; a -> b -> c:2 (c:1 is nearer, c:2 is later); c:1 -> only1
-    m.pom("g:a:1", &deps(&["g:c:1", "g:b:1"]));
-    m.pom("g:b:1", &deps(&["g:c:2"]));
+    // a -> b -> c:1 ; a -> d -> c:2 (same depth; c:1 first); c:1 -> only1
+    m.pom("g:a:1", &deps(&["g:b:1", "g:d:1"]));
+    m.pom("g:b:1", &deps(&["g:c:1"]));
+    m.pom("g:d:1", &deps(&["g:c:2"]));
     m.pom("g:c:1", &deps(&["g:only1:1"]));
     m.pom("g:c:2", "");
     m.pom("g:only1:1", "");
     let mem = m;
     let (spark, _) = run(clone_mem(&mem), &["g:a:1"], Mode::Spark).await;
     let spark = spark.unwrap();
-    assert_eq!(names(&spark), vec!["g:a:1", "g:c:2", "g:b:1"]);
+    assert_eq!(names(&spark), vec!["g:a:1", "g:b:1", "g:d:1", "g:c:2"]);
     assert!(
         spark.evicted[0].starts_with("g:c:1 -> 2"),
         "{:?}",
@@ -199,7 +200,10 @@ async fn conflicts_latest_for_spark_nearest_for_maven() {
     );
     let (maven, _) = run(mem, &["g:a:1"], Mode::Maven).await;
     let maven = maven.unwrap();
-    assert_eq!(names(&maven), vec!["g:a:1", "g:c:1", "g:b:1", "g:only1:1"]);
+    assert_eq!(
+        names(&maven),
+        vec!["g:a:1", "g:b:1", "g:d:1", "g:c:1", "g:only1:1"]
+    );
     assert!(maven
         .tree
         .iter()
@@ -426,4 +430,87 @@ async fn snapshots_resolve_to_their_timestamped_files() {
         ]
     );
     assert_eq!(r.jars[0].coord.spark_name(), "g_snap-1.0-SNAPSHOT.jar");
+}
+
+#[tokio::test]
+async fn a_module_asked_for_with_a_classifier_adds_that_jar() {
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        "<dependencies>\
+           <dependency><groupId>g</groupId><artifactId>lib</artifactId><version>1</version></dependency>\
+           <dependency><groupId>g</groupId><artifactId>lib</artifactId><version>1</version><classifier>natives</classifier></dependency>\
+         </dependencies>",
+    );
+    m.pom("g:lib:1", "");
+    m.put("g/lib/1/lib-1-natives.jar", b"natives", true);
+    for mode in [Mode::Spark, Mode::Maven] {
+        let (r, _) = run(clone_mem(&m), &["g:a:1"], mode).await;
+        assert_eq!(
+            names(&r.unwrap()),
+            vec!["g:a:1", "g:lib:1", "g:lib:1:natives"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn spark_and_maven_precedence_of_direct_versions_and_boms() {
+    let mut m = Mem::default();
+    // root2 -> c:1 and root2 -> x -> c:2: Ivy keeps the version root2 declares.
+    m.pom("t:root2:1", &deps(&["t:c:1", "t:x:1"]));
+    m.pom("t:x:1", &deps(&["t:c:2"]));
+    m.pom("t:c:1", &deps(&["t:e:1"]));
+    m.pom("t:c:2", &deps(&["t:f:1"]));
+    m.pom("t:e:1", "");
+    m.pom("t:f:1", "");
+    // Two BOMs managing c: Maven keeps the first import, Ivy the last; the POM's
+    // own management beats both, whatever the order.
+    m.pom(
+        "t:bom1:1",
+        &format!(
+            "<packaging>pom</packaging><dependencyManagement>{}</dependencyManagement>",
+            deps(&["t:c:1"])
+        ),
+    );
+    m.pom(
+        "t:bom2:1",
+        &format!(
+            "<packaging>pom</packaging><dependencyManagement>{}</dependencyManagement>",
+            deps(&["t:c:2"])
+        ),
+    );
+    let import = |bom: &str| {
+        format!("<dependency><groupId>t</groupId><artifactId>{bom}</artifactId><version>1</version><type>pom</type><scope>import</scope></dependency>")
+    };
+    let uses = "<dependencies><dependency><groupId>t</groupId><artifactId>c</artifactId></dependency></dependencies>";
+    m.pom(
+        "t:use12:1",
+        &format!(
+            "<dependencyManagement><dependencies>{}{}</dependencies></dependencyManagement>{uses}",
+            import("bom1"),
+            import("bom2")
+        ),
+    );
+    m.pom(
+        "t:local:1",
+        &format!(
+            "<dependencyManagement><dependencies>{}{}</dependencies></dependencyManagement>{uses}",
+            import("bom2"),
+            dep("t:c:1")
+        ),
+    );
+    let jars = |r: Resolution| names(&r);
+    let (r, _) = run(clone_mem(&m), &["t:root2:1"], Mode::Spark).await;
+    assert_eq!(
+        jars(r.unwrap()),
+        vec!["t:root2:1", "t:c:1", "t:x:1", "t:e:1"]
+    );
+    let (r, _) = run(clone_mem(&m), &["t:use12:1"], Mode::Spark).await;
+    assert_eq!(jars(r.unwrap()), vec!["t:use12:1", "t:c:2", "t:f:1"]);
+    let (r, _) = run(clone_mem(&m), &["t:use12:1"], Mode::Maven).await;
+    assert_eq!(jars(r.unwrap()), vec!["t:use12:1", "t:c:1", "t:e:1"]);
+    for mode in [Mode::Spark, Mode::Maven] {
+        let (r, _) = run(clone_mem(&m), &["t:local:1"], mode).await;
+        assert_eq!(jars(r.unwrap()), vec!["t:local:1", "t:c:1", "t:e:1"]);
+    }
 }
