@@ -132,8 +132,7 @@ impl Checksums {
             .map(|(key, pin)| (key.as_str(), pin.digest))
     }
 
-    /// Number of pinned keys.
-    #[cfg(test)]
+    /// Whether nothing is pinned.
     pub(crate) fn is_empty(&self) -> bool {
         self.order.is_empty()
     }

@@ -82,7 +82,9 @@ pub(crate) fn settings(
         }
     }
     let urls: Vec<String> = user.into_iter().map(|(u, _)| u).collect();
-    if args.only_repositories && urls.is_empty() && !packages.is_empty() {
+    let ivy_given =
+        args.ivy_settings.is_some() || layers.find(&table::IVY_SETTINGS, None::<String>).is_some();
+    if args.only_repositories && urls.is_empty() && !packages.is_empty() && !ivy_given {
         problems.push(ConfigError::Invalid {
             what: layers.origin(&table::ONLY_REPOSITORIES).to_string(),
             reason: "no --repositories are given: --packages would have no repository to use"
@@ -193,19 +195,43 @@ pub(crate) fn load_lock(
     problems: &mut Problems,
 ) {
     let path = &lock.value;
-    let pins = match Checksums::load(path) {
+    let invalid = |reason: String| ConfigError::Invalid {
+        what: format!("{} {}", lock.origin, path.display()),
+        reason,
+    };
+    let text = match crate::util::fs::read_config_text(path) {
+        Ok(text) => text,
+        Err(e) => {
+            problems.push(invalid(format!(
+                "cannot read the lockfile: {e}; check --lock and that its ConfigMap is mounted"
+            )));
+            return;
+        }
+    };
+    let pins = match Checksums::parse(&text, &path.display().to_string()) {
         Ok(pins) => pins,
         Err(e) => {
             problems.push(e);
             return;
         }
     };
-    let text = crate::util::fs::read_config_text(path).unwrap_or_default();
+    if pins.is_empty() {
+        problems.push(invalid(
+            "it pins no jar (an empty or mis-mounted lockfile would start the job without its jars); write it with `spark-localizer resolve --lock`".into(),
+        ));
+        return;
+    }
     if let Some(request) = declared {
         let locked: Option<Vec<String>> = text
             .lines()
             .find_map(|l| l.strip_prefix("# packages: "))
             .map(|l| l.split(',').map(|s| s.trim().to_owned()).collect());
+        if locked.is_none() {
+            problems.push(invalid(
+                "it has no '# packages:' line, so it cannot be checked against the declared packages; run `spark-localizer resolve` again".into(),
+            ));
+            return;
+        }
         let mut wanted: Vec<String> = request.packages.iter().map(ToString::to_string).collect();
         wanted.sort();
         if let Some(mut locked) = locked {
@@ -225,7 +251,8 @@ pub(crate) fn load_lock(
     }
     let origin = Origin::Flag("lock");
     for key in pins.keys() {
-        let ok = url::Url::parse(key).is_ok_and(|u| u.fragment().is_some_and(|f| !f.is_empty()));
+        let ok = !key.contains(char::is_whitespace)
+            && url::Url::parse(key).is_ok_and(|u| u.fragment().is_some_and(|f| !f.is_empty()));
         if !ok {
             problems.push(ConfigError::Invalid {
                 what: format!("{} {}", lock.origin, path.display()),

@@ -55,17 +55,25 @@ pub(crate) async fn lock(
 async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64), MavenError> {
     let shown = crate::util::redact::redact_url(url.as_str());
     let fail = |why: String| MavenError::NotFound {
-        what: format!("the jar {shown}"),
+        what: format!("a download of the jar {shown}"),
         path: Vec::new(),
         misses: super::repo::Misses(vec![why]),
     };
-    let mut response = match http.open(url).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return Err(fail("not found".into())),
-        Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
-            return Err(fail(why))
+    // 5xx answers are retried twice, as for POMs.
+    let mut attempt = 0u64;
+    let mut response = loop {
+        attempt += 1;
+        match http.open(url).await {
+            Ok(Some(r)) => break r,
+            Ok(None) => return Err(fail("not found".into())),
+            Err(TransportError::Status(s)) if s.starts_with('5') && attempt < 3 => {
+                tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+            }
+            Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
+                return Err(fail(why))
+            }
+            Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
         }
-        Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
     };
     let (mut sha256, mut sha1, mut size) = (Sha256::new(), Sha1::new(), 0u64);
     loop {

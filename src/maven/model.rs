@@ -335,11 +335,17 @@ fn interpolate(
             let name = &rest[start + 2..start + 2 + len];
             match props.get(name) {
                 Some(v) => {
-                    if stack.iter().any(|s| s == name) || stack.len() > 32 {
+                    if stack.iter().any(|s| s == name) {
                         return Err(MavenError::Malformed(format!(
                             "{}: the property {name} refers to itself (${{{}}})",
                             coord_text(at),
                             stack.join("} -> ${")
+                        )));
+                    }
+                    if stack.len() > 32 || out.len() > 64 << 10 {
+                        return Err(MavenError::Malformed(format!(
+                            "{}: the property {name} nests more than 32 deep or expands to more than 64 KiB",
+                            coord_text(at)
                         )));
                     }
                     stack.push(name.to_owned());

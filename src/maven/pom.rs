@@ -72,8 +72,8 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<RawPom, String> {
             bytes.len()
         ));
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let text = text.trim_start_matches('\u{feff}');
+    let decoded = decode(bytes)?;
+    let text = decoded.trim_start_matches('\u{feff}');
     let doc = roxmltree::Document::parse(text).map_err(|e| {
         let looks_html = text.trim_start().get(..15).is_some_and(|head| {
             let head = head.to_ascii_lowercase();
@@ -146,6 +146,42 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<RawPom, String> {
         dependencies,
         relocation,
     })
+}
+
+/// The POM's text: UTF-8, UTF-16 (with its byte order mark), or ISO-8859-1
+/// (Latin-1, as older POMs declare) when the XML declaration says so.
+fn decode(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |le: bool| {
+        let units: Vec<u16> = bytes[2..]
+            .chunks_exact(2)
+            .map(|c| {
+                if le {
+                    u16::from_le_bytes([c[0], c[1]])
+                } else {
+                    u16::from_be_bytes([c[0], c[1]])
+                }
+            })
+            .collect();
+        String::from_utf16(&units).map_err(|e| format!("not UTF-16: {e}"))
+    };
+    match bytes {
+        [0xff, 0xfe, ..] => return utf16(true),
+        [0xfe, 0xff, ..] => return utf16(false),
+        _ => {}
+    }
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).to_ascii_lowercase();
+    let declared = head
+        .split_once("encoding=")
+        .and_then(|(_, rest)| rest.get(1..))
+        .and_then(|rest| rest.split(['"', '\'']).next())
+        .unwrap_or("utf-8")
+        .to_owned();
+    match declared.as_str() {
+        "iso-8859-1" | "latin1" | "latin-1" | "iso8859-1" | "us-ascii" | "ascii" => {
+            Ok(bytes.iter().map(|&b| char::from(b)).collect())
+        }
+        _ => String::from_utf8(bytes.to_vec()).map_err(|e| format!("not UTF-8: {e}")),
+    }
 }
 
 fn dependency(doc: &roxmltree::Document<'_>, d: roxmltree::Node<'_, '_>) -> Result<RawDep, String> {
@@ -256,6 +292,13 @@ mod tests {
         let no_group = b"<project><artifactId>x</artifactId><dependencies>\n<dependency><artifactId>y</artifactId></dependency></dependencies></project>";
         assert!(parse(no_group).unwrap_err().contains("line 2"));
         assert!(parse(b"<settings/>").unwrap_err().contains("<settings>"));
+        let latin = b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><project><artifactId>caf\xe9</artifactId></project>";
+        assert_eq!(parse(latin).unwrap().artifact, "caf\u{e9}");
+        let mut utf16 = vec![0xff, 0xfe];
+        for unit in "<project><artifactId>x</artifactId></project>".encode_utf16() {
+            utf16.extend(unit.to_le_bytes());
+        }
+        assert_eq!(parse(&utf16).unwrap().artifact, "x");
         let huge = vec![b' '; MAX_POM + 1];
         assert!(parse(&huge).unwrap_err().contains("more than a POM"));
     }

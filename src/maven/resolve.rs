@@ -548,7 +548,9 @@ fn jar_of(model: &Model, p: &Pending) -> Option<Coord> {
 /// runtime are transitive (runtime wins), the others are not.
 fn transitive_scope(parent: &str, dep: &Dep) -> Option<String> {
     match dep.scope.as_deref().unwrap_or("compile") {
-        "compile" => Some(parent.to_owned()),
+        // `import` belongs in dependencyManagement; in dependencies Maven and Ivy
+        // take it as compile.
+        "compile" | "import" => Some(parent.to_owned()),
         "runtime" => Some("runtime".into()),
         _ => None,
     }

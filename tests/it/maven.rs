@@ -620,3 +620,38 @@ fn resolution_obeys_the_deadline_and_a_stop() {
         .expect_stderr("stopped by a signal while resolving");
     assert!(out.elapsed < Duration::from_secs(5), "{out}");
 }
+
+/// Lockfiles that cannot be trusted are configuration errors: an empty one (a
+/// mis-mounted ConfigMap), one without its `# packages:` line next to declared
+/// packages, a missing one, an entry with a trailing comment.
+#[test]
+fn untrustworthy_lockfiles_are_refused() {
+    let sb = Sandbox::new();
+    let pin = "0".repeat(64);
+    let entry = format!("{pin}  http://127.0.0.1:9/m2/g/a/1/a-1.jar#g_a-1.jar\n");
+    for (name, text, extra, needle) in [
+        ("empty.lock", String::new(), vec![], "pins no jar"),
+        (
+            "headerless.lock",
+            entry.clone(),
+            vec!["--packages", "g:a:1"],
+            "has no '# packages:' line",
+        ),
+        (
+            "comment.lock",
+            format!("{pin}  http://127.0.0.1:9/m2/g/a/1/a-1.jar#g_a-1.jar # pinned by hand\n"),
+            vec![],
+            "is not a lockfile entry",
+        ),
+    ] {
+        let lock = sb.write(name, text);
+        let out = sb.fetch().args(["--lock", &s(&lock)]).args(extra).run();
+        out.expect_code(2).expect_stderr(needle);
+    }
+    let out = sb
+        .fetch()
+        .args(["--lock", &s(&sb.root.join("missing.lock"))])
+        .run();
+    out.expect_code(2).expect_stderr("cannot read the lockfile");
+    assert!(!out.stderr.contains("--checksums"), "{out}");
+}
