@@ -163,6 +163,8 @@ async fn traverse(
             if let Some(visit) = walk.visited.get(&key) {
                 if visit.version != version {
                     walk.evict(&p, &version, &visit.version.clone());
+                } else {
+                    walk.credit(&key, &p);
                 }
                 // Another artifact of the module (a classifier): its own jar.
                 walk.other_artifact(&key, &p);
@@ -177,7 +179,8 @@ async fn traverse(
                 Some(Err(e)) => return Err(e.clone().required_by(&p.path)),
                 None => unreachable!("every wanted model is loaded"),
             };
-            walk.visit(key, chosen, model, p, &mut next);
+            let asked_winner = chosen == version;
+            walk.visit(key, chosen, model, p, asked_winner, &mut next);
         }
         level = next;
     }
@@ -200,6 +203,9 @@ struct Visit {
     contexts: Vec<Vec<Exclusion>>,
     /// The jars of the module already in the graph (a classifier adds one).
     jars: Vec<Coord>,
+    /// Whether the path recorded for the node asked for the version used (else
+    /// the first path that does takes its place: the report's `required_by`).
+    asked_winner: bool,
 }
 
 /// One round's walk over the graph.
@@ -227,6 +233,7 @@ impl Walk<'_> {
         version: String,
         model: Arc<Model>,
         p: Pending,
+        asked_winner: bool,
         next: &mut Vec<Pending>,
     ) {
         let id = self.graph.nodes.len();
@@ -248,6 +255,7 @@ impl Walk<'_> {
             overrides,
             contexts: vec![p.exclusions.clone()],
             jars: self.graph.nodes[id].jar.iter().cloned().collect(),
+            asked_winner,
         };
         for dep in &visit.model.dependencies {
             if let Some(child) = self.child(&visit, dep, &p.exclusions, &p.path) {
@@ -255,6 +263,21 @@ impl Walk<'_> {
             }
         }
         self.visited.insert(key, visit);
+    }
+
+    /// A path that asked for the very version used is the one to name as the
+    /// module's requester, when the first path asked for another.
+    fn credit(&mut self, key: &Key, p: &Pending) {
+        let Some(visit) = self.visited.get_mut(key) else {
+            return;
+        };
+        if visit.asked_winner {
+            return;
+        }
+        visit.asked_winner = true;
+        let node = &mut self.graph.nodes[visit.id];
+        node.path = p.path.clone();
+        node.parent = p.parent;
     }
 
     /// A visited module asked for with another classifier or type: that jar

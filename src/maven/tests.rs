@@ -198,6 +198,9 @@ async fn conflicts_latest_for_spark_nearest_for_maven() {
         "{:?}",
         spark.evicted
     );
+    // c:2 is credited to d, which asked for it (not to b, which asked for c:1).
+    let c = spark.jars.iter().find(|j| j.coord.artifact == "c").unwrap();
+    assert_eq!(c.path, vec!["g:a:1".to_owned(), "g:d:1".to_owned()]);
     let (maven, _) = run(mem, &["g:a:1"], Mode::Maven).await;
     let maven = maven.unwrap();
     assert_eq!(
