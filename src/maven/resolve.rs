@@ -344,7 +344,15 @@ impl Walk<'_> {
         path: &[String],
     ) -> Option<Pending> {
         let scope = transitive_scope(&visit.scope, dep)?;
-        let excluded = dep.optional
+        // Ivy applies a dependency's exclusions to the dependency itself too
+        // (`<exclusion>g:*` on a dependency of group g drops it); Maven does not.
+        let excludes_itself = self.mode == Mode::Spark
+            && dep
+                .exclusions
+                .iter()
+                .any(|e| e.matches(&dep.group, &dep.artifact));
+        let excluded = excludes_itself
+            || dep.optional
             || exclusions
                 .iter()
                 .any(|e| e.matches(&dep.group, &dep.artifact))

@@ -517,3 +517,19 @@ async fn spark_and_maven_precedence_of_direct_versions_and_boms() {
         assert_eq!(jars(r.unwrap()), vec!["t:local:1", "t:c:1", "t:e:1"]);
     }
 }
+
+#[tokio::test]
+async fn a_wildcard_exclusion_matching_its_own_dependency_drops_it_in_spark_mode() {
+    let mut m = Mem::default();
+    m.pom(
+        "t:wild:1",
+        "<dependencies><dependency><groupId>t.e</groupId><artifactId>b</artifactId><version>1</version>\
+           <exclusions><exclusion><groupId>t.e</groupId><artifactId>*</artifactId></exclusion></exclusions>\
+         </dependency></dependencies>",
+    );
+    m.pom("t.e:b:1", "");
+    let (r, _) = run(clone_mem(&m), &["t:wild:1"], Mode::Spark).await;
+    assert_eq!(names(&r.unwrap()), vec!["t:wild:1"]);
+    let (r, _) = run(m, &["t:wild:1"], Mode::Maven).await;
+    assert_eq!(names(&r.unwrap()), vec!["t:wild:1", "t.e:b:1"]);
+}
