@@ -241,11 +241,7 @@ fn describe_package_settings(out: &mut String, s: &Settings, origins: &ArgOrigin
         }
     );
     if !request.excludes.is_empty() {
-        let excludes: Vec<String> = request
-            .excludes
-            .iter()
-            .map(|e| format!("{}:{}", e.group, e.artifact))
-            .collect();
+        let excludes: Vec<String> = request.excludes.iter().map(ToString::to_string).collect();
         let _ = writeln!(
             out,
             "  {:<16} {}  ({})",

@@ -161,6 +161,12 @@ impl Exclusion {
     }
 }
 
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.group, self.artifact)
+    }
+}
+
 /// `*` matches any run of characters, everything else itself.
 pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     let Some((head, rest)) = pattern.split_once('*') else {

@@ -59,21 +59,13 @@ async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64
         path: Vec::new(),
         misses: super::repo::Misses(vec![why]),
     };
-    // 5xx answers are retried twice, as for POMs.
-    let mut attempt = 0u64;
-    let mut response = loop {
-        attempt += 1;
-        match http.open(url).await {
-            Ok(Some(r)) => break r,
-            Ok(None) => return Err(fail("not found".into())),
-            Err(TransportError::Status(s)) if s.starts_with('5') && attempt < 3 => {
-                tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
-            }
-            Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
-                return Err(fail(why))
-            }
-            Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
+    let mut response = match http.open(url).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(fail("not found".into())),
+        Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
+            return Err(fail(why))
         }
+        Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
     };
     let (mut sha256, mut sha1, mut size) = (Sha256::new(), Sha1::new(), 0u64);
     loop {
@@ -109,11 +101,7 @@ pub(crate) fn render(request: &Request, repositories: &[String], locked: &[Locke
     let packages: Vec<String> = request.packages.iter().map(ToString::to_string).collect();
     let _ = writeln!(out, "# packages: {}", packages.join(","));
     if !request.excludes.is_empty() {
-        let excludes: Vec<String> = request
-            .excludes
-            .iter()
-            .map(|e| format!("{}:{}", e.group, e.artifact))
-            .collect();
+        let excludes: Vec<String> = request.excludes.iter().map(ToString::to_string).collect();
         let _ = writeln!(out, "# excludes: {}", excludes.join(","));
     }
     let _ = writeln!(out, "# repositories: {}", repositories.join(" "));

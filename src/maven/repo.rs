@@ -329,25 +329,30 @@ const MAX_REDIRECTS: usize = 5;
 #[async_trait]
 impl Transport for Http {
     async fn get(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        self.get_once(url, limit).await
+    }
+}
+
+impl Http {
+    /// GETs `url` and answers the response's head (after redirects): `None` for
+    /// 404 and 410. A 5xx answer is retried twice (POMs, metadata and jars alike).
+    pub(crate) async fn open(
+        &self,
+        url: &Url,
+    ) -> Result<Option<reqwest::Response>, TransportError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.get_once(url, limit).await {
+            match self.open_once(url).await {
                 Err(TransportError::Status(s)) if s.starts_with('5') && attempt < 3 => {}
                 other => return other,
             }
             tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
         }
     }
-}
 
-impl Http {
-    /// GETs `url` and answers the response's head (after redirects): `None` for
-    /// 404 and 410.
-    pub(crate) async fn open(
-        &self,
-        url: &Url,
-    ) -> Result<Option<reqwest::Response>, TransportError> {
+    /// One GET of [`Http::open`].
+    async fn open_once(&self, url: &Url) -> Result<Option<reqwest::Response>, TransportError> {
         let origin = url.origin();
         let mut current = url.clone();
         let _ = current.set_username("");
