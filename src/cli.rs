@@ -65,6 +65,8 @@ pub(crate) enum Command {
     Resolve(FetchArgs),
     /// The resource staging server: holds files uploaded by spark-submit for the init containers.
     Stage(StageArgs),
+    /// The node-local mirror: each byte leaves the origin once per node.
+    Mirror(MirrorArgs),
 }
 
 /// `stage` and its subcommands.
@@ -312,45 +314,23 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::PARALLELISM, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallelism: u16,
 
-    /// Retries per artifact after a transient fault (attempts = retries + 1).
-    #[arg(long, env = env::RETRIES, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
-    pub retries: u32,
-
-    /// First backoff delay; doubles per retry (with jitter), capped at 30s.
-    #[arg(long, env = env::RETRY_DELAY, default_value = "500ms", value_parser = bounded_duration, value_name = "DURATION")]
-    pub retry_delay: Duration,
-
-    /// A transfer that receives no byte for this long is retried.
-    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
-    pub stall_timeout: Duration,
-
-    /// Time allowed to open a TCP/TLS connection.
-    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
-    pub connect_timeout: Duration,
-
     /// Overall time limit [default: spark.kubernetes.mountdependencies.mountTimeout, else 300s].
     #[arg(long, env = env::DEADLINE, value_parser = positive_duration, value_name = "DURATION")]
     pub deadline: Option<Duration>,
 
-    /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
-    #[arg(long, env = env::CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
-    pub ca_cert: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
 
-    /// Extra HTTP request headers, one `Name: value` per line (e.g. an Artifactory token).
-    /// Sent only to each URI's own origin, never after a redirect to another host.
-    #[arg(long, env = env::HTTP_HEADER_FILE, value_name = "FILE")]
-    pub http_header_file: Option<PathBuf>,
+    /// A node-local mirror (`spark-localizer mirror serve`, e.g. a Service with
+    /// internalTrafficPolicy: Local): artifacts fetched without credentials are asked of
+    /// it first; any failure of the mirror falls back to the artifact's origin.
+    #[arg(long, env = env::MIRROR, value_parser = http_url, value_name = "URL")]
+    pub mirror: Option<url::Url>,
 
-    /// The Hadoop configuration directory (core-site.xml, hdfs-site.xml) for hdfs://
-    /// and viewfs:// URIs [default: HADOOP_CONF_DIR, else $HADOOP_HOME/etc/hadoop].
-    #[arg(long, env = env::HADOOP_CONF_DIR, value_name = "DIR")]
-    pub hadoop_conf_dir: Option<PathBuf>,
-
-    /// A mounted Secret directory with `access-key`, `secret-key` and optional
-    /// `session-token` for s3:// and s3a:// URIs; re-read on every request, so
-    /// rotated credentials are picked up. Beats every other S3 credential source.
-    #[arg(long, env = env::S3_CREDENTIALS_DIR, value_name = "DIR")]
-    pub s3_credentials_dir: Option<PathBuf>,
+    /// Time allowed for the mirror to answer a request (its headers); after it, that
+    /// artifact comes from its origin.
+    #[arg(long, env = env::MIRROR_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub mirror_timeout: Duration,
 
     /// The resource staging server, for staging bundles (`--staging-jars-id`, `staging://ID`)
     /// [default: spark.kubernetes.resourceStagingServer.internal.uri, else …resourceStagingServer.uri].
@@ -412,6 +392,94 @@ pub(crate) struct FetchArgs {
     /// Interval between plain progress lines when stderr is not a terminal.
     #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = progress_interval, value_name = "DURATION")]
     pub progress_interval: Duration,
+}
+
+/// How sources reach their origins: shared by `fetch`, `check`, `resolve` and
+/// `mirror serve` (which fetches with its own configuration).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct SourceArgs {
+    /// Retries per artifact after a transient fault (attempts = retries + 1).
+    #[arg(long, env = env::RETRIES, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub retries: u32,
+
+    /// First backoff delay; doubles per retry (with jitter), capped at 30s.
+    #[arg(long, env = env::RETRY_DELAY, default_value = "500ms", value_parser = bounded_duration, value_name = "DURATION")]
+    pub retry_delay: Duration,
+
+    /// A transfer that receives no byte for this long is retried.
+    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
+    pub stall_timeout: Duration,
+
+    /// Time allowed to open a TCP/TLS connection.
+    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
+
+    /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
+    #[arg(long, env = env::CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
+    pub ca_cert: Vec<PathBuf>,
+
+    /// Extra HTTP request headers, one `Name: value` per line (e.g. an Artifactory token).
+    /// Sent only to each URI's own origin, never after a redirect to another host.
+    #[arg(long, env = env::HTTP_HEADER_FILE, value_name = "FILE")]
+    pub http_header_file: Option<PathBuf>,
+
+    /// The Hadoop configuration directory (core-site.xml, hdfs-site.xml) for hdfs://
+    /// and viewfs:// URIs [default: HADOOP_CONF_DIR, else $HADOOP_HOME/etc/hadoop].
+    #[arg(long, env = env::HADOOP_CONF_DIR, value_name = "DIR")]
+    pub hadoop_conf_dir: Option<PathBuf>,
+
+    /// A mounted Secret directory with `access-key`, `secret-key` and optional
+    /// `session-token` for s3:// and s3a:// URIs; re-read on every request, so
+    /// rotated credentials are picked up. Beats every other S3 credential source.
+    #[arg(long, env = env::S3_CREDENTIALS_DIR, value_name = "DIR")]
+    pub s3_credentials_dir: Option<PathBuf>,
+}
+
+/// `mirror` and its subcommands.
+#[derive(Debug, Args)]
+pub(crate) struct MirrorArgs {
+    #[command(subcommand)]
+    pub command: MirrorCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MirrorCommand {
+    /// Run the node-local mirror: a pull-through, content-addressed cache of allow-listed
+    /// origins (a DaemonSet; `fetch --mirror` asks it first).
+    Serve(MirrorServeArgs),
+}
+
+/// Inputs of `mirror serve`.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct MirrorServeArgs {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed on stdout).
+    #[arg(long, env = env::MIRROR_LISTEN, default_value = "0.0.0.0:10001", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+
+    /// Where blobs live (created 0700 if missing); kept across restarts.
+    #[arg(long, env = env::MIRROR_DIR, default_value = "/var/lib/spark-localizer/mirror", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Disk the blobs may use; the least recently used are evicted beyond it.
+    #[arg(long, env = env::MIRROR_MAX_BYTES, default_value_t = 10 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_bytes: u64,
+
+    /// An origin the mirror may fetch from: a URI prefix such as https://repo1.maven.org/maven2/,
+    /// s3://bucket/prefix or hdfs://nameservice/path (repeatable; env: comma-separated).
+    /// Anything else is refused (403): the mirror is no open proxy.
+    #[arg(long = "allow-origin", env = env::MIRROR_ALLOW_ORIGINS, value_name = "URI", action = ArgAction::Append, value_delimiter = ',', required = true)]
+    pub allow_origins: Vec<String>,
+
+    /// A Java properties file for the sources' spark.hadoop.* keys (S3A, HDFS).
+    #[arg(long, env = env::PROPERTIES_FILE, value_name = "PATH")]
+    pub properties_file: Option<PathBuf>,
+
+    /// Transfers from origins at once (requests beyond wait).
+    #[arg(long, env = env::PARALLELISM, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallelism: u16,
+
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 /// Where each flag's value came from, as clap saw it (flag, env twin or default).
@@ -493,12 +561,17 @@ where
             hide(c)
                 .mut_subcommand("serve", hide)
                 .mut_subcommand("upload", hide)
-        });
+        })
+        .mut_subcommand("mirror", |c| hide(c).mut_subcommand("serve", hide));
     let matches = command.try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
-    let origins = matches
-        .subcommand()
-        .map(|(_, sub)| ArgOrigins::from_matches(sub))
-        .unwrap_or_default();
+    // The leaf subcommand's (`stage serve`'s, not `stage`'s).
+    let mut leaf = None;
+    let mut at = &matches;
+    while let Some((_, sub)) = at.subcommand() {
+        leaf = Some(sub);
+        at = sub;
+    }
+    let origins = leaf.map(ArgOrigins::from_matches).unwrap_or_default();
     Ok((cli, origins))
 }

@@ -46,6 +46,13 @@ pub(crate) const IVY_SETTINGS: &str = "SPARK_LOCALIZER_IVY_SETTINGS";
 pub(crate) const REPOSITORY_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_REPOSITORY_CREDENTIALS_DIR";
 pub(crate) const RESOLUTION: &str = "SPARK_LOCALIZER_RESOLUTION";
 pub(crate) const LOCK: &str = "SPARK_LOCALIZER_LOCK";
+pub(crate) const MIRROR: &str = "SPARK_LOCALIZER_MIRROR";
+pub(crate) const MIRROR_TIMEOUT: &str = "SPARK_LOCALIZER_MIRROR_TIMEOUT";
+// `mirror serve`.
+pub(crate) const MIRROR_LISTEN: &str = "SPARK_LOCALIZER_MIRROR_LISTEN";
+pub(crate) const MIRROR_DIR: &str = "SPARK_LOCALIZER_MIRROR_DIR";
+pub(crate) const MIRROR_MAX_BYTES: &str = "SPARK_LOCALIZER_MIRROR_MAX_BYTES";
+pub(crate) const MIRROR_ALLOW_ORIGINS: &str = "SPARK_LOCALIZER_MIRROR_ALLOW_ORIGINS";
 // `stage serve`.
 pub(crate) const STAGE_LISTEN: &str = "SPARK_LOCALIZER_STAGE_LISTEN";
 pub(crate) const STAGE_STORE: &str = "SPARK_LOCALIZER_STAGE_STORE";

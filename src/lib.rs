@@ -20,6 +20,7 @@ mod env_vars;
 mod fault;
 mod layout;
 mod maven;
+mod mirror;
 mod net;
 mod origin;
 mod output;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::{Outcome, Status};
+use crate::engine::{Mirrored, Outcome, Status};
 use crate::plan::{Kind, Plan};
 
 /// Kubernetes reads at most this much of the termination message.
@@ -69,6 +69,12 @@ pub(crate) struct ReportEntry {
     /// A staging bundle's files, published into `destination`, in the bundle's order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<crate::engine::BundleEntry>>,
+    /// With `--mirror`: `served` (the bytes came through the mirror) or `fallback`
+    /// (the mirror failed for it: `mirror_error` says why; it came from its origin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_error: Option<String>,
 }
 
 /// The JSON report.
@@ -144,6 +150,14 @@ impl Report {
                     .as_ref()
                     .map(|f| crate::util::redact::scrub(&f.message)),
                 files: o.bundle_files.clone().filter(|_| o.failure.is_none()),
+                mirror: o.mirror.as_ref().map(|m| match m {
+                    Mirrored::Served => "served",
+                    Mirrored::FellBack(_) => "fallback",
+                }),
+                mirror_error: match &o.mirror {
+                    Some(Mirrored::FellBack(why)) => Some(crate::util::redact::scrub(why)),
+                    _ => None,
+                },
             })
             .collect();
         Report {

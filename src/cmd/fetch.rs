@@ -19,6 +19,7 @@ use crate::progress::{self, mib, Reporter};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::source::hdfs::{HdfsSettings, HdfsSource};
 use crate::source::http::HttpSource;
+use crate::source::mirror::MirrorSource;
 use crate::source::s3::S3Source;
 use crate::source::staging::{self, StagingSource};
 use crate::source::Sources;
@@ -247,7 +248,19 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
         .and_then(|_| staging_source(settings, plan).map_err(&mut report).ok());
     match (http, s3, hdfs, staging) {
         (Ok(http), Some(s3), Some(hdfs), Some(staging)) => {
-            Some(Sources::new(http, s3, hdfs, staging))
+            let sources = Sources::new(http, s3, hdfs, staging);
+            match &settings.mirror {
+                None => Some(sources),
+                Some((url, timeout)) => {
+                    match MirrorSource::new(url.clone(), &settings.http, *timeout) {
+                        Ok(mirror) => Some(sources.with_mirror(mirror)),
+                        Err(e) => {
+                            report(vec![config_message(&e.into())]);
+                            None
+                        }
+                    }
+                }
+            }
         }
         _ => None,
     }

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::cli::{self, Command, StageCommand};
+use crate::cli::{self, Command, MirrorCommand, StageCommand};
 use crate::util::redact;
 
 use self::exit::ExitCode;
@@ -13,6 +13,7 @@ pub(crate) mod check;
 pub(crate) mod exit;
 pub(crate) mod fetch;
 pub(crate) mod logging;
+pub(crate) mod mirror;
 pub(crate) mod resolve;
 pub(crate) mod stage;
 
@@ -56,6 +57,9 @@ pub fn main() -> i32 {
             Command::Stage(stage_args) => match &stage_args.command {
                 StageCommand::Serve(args) => stage::serve(args).await,
                 StageCommand::Upload(args) => stage::upload(args).await,
+            },
+            Command::Mirror(mirror_args) => match &mirror_args.command {
+                MirrorCommand::Serve(args) => mirror::serve(args, &origins).await,
             },
         }
     });

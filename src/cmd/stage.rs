@@ -59,7 +59,7 @@ pub(crate) async fn upload(args: &UploadArgs) -> ExitCode {
 
 /// Completes with the signal's name when the server is asked to stop; never when
 /// the handlers could not be installed.
-async fn stop_requested(handlers: std::io::Result<Termination>) -> &'static str {
+pub(super) async fn stop_requested(handlers: std::io::Result<Termination>) -> &'static str {
     match handlers {
         Ok(mut handlers) => handlers.recv().await,
         Err(_) => {

@@ -7,6 +7,7 @@
 
 pub(crate) mod checksums;
 mod layers;
+pub(crate) mod mirror;
 pub(crate) mod packages;
 mod staging;
 pub(crate) mod table;
@@ -14,7 +15,7 @@ pub(crate) mod table;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{ArgOrigins, FetchArgs};
+use crate::cli::{ArgOrigins, FetchArgs, SourceArgs};
 use crate::config::checksums::{Checksums, ChecksumsError};
 use crate::env_vars as env;
 use crate::net::{load_header_file, CaFile, HttpConfig, HttpSetupError};
@@ -85,6 +86,8 @@ pub(crate) struct Settings {
     /// sha1 digests the Maven repositories publish for `--packages` jars, by
     /// declared URI (verified while fetching).
     pub sha1_pins: std::collections::HashMap<String, [u8; 20]>,
+    /// `--mirror` and `--mirror-timeout`.
+    pub mirror: Option<(url::Url, Duration)>,
 }
 
 /// Where staging bundles come from and the files holding their secrets.
@@ -193,9 +196,10 @@ impl Settings {
                 .map_err(|e| problems.push(e))
                 .ok()
         });
-        let http = http_config(args, &layers, problems);
+        let http = http_config(&args.source, args.parallelism, &layers, problems);
         let s3 = crate::s3::settings::S3Settings::new(
-            args.s3_credentials_dir
+            args.source
+                .s3_credentials_dir
                 .clone()
                 .map(|dir| (dir, layers.origin(&table::S3_CREDENTIALS_DIR))),
             properties.as_ref(),
@@ -241,18 +245,19 @@ impl Settings {
             files_dir,
             deadline,
             checksums,
-            header_file: args.http_header_file.clone(),
+            header_file: args.source.http_header_file.clone(),
             parallelism: http.pool_size,
             http,
-            retries: args.retries,
-            retry_delay: args.retry_delay,
-            stall_timeout: args.stall_timeout,
+            retries: args.source.retries,
+            retry_delay: args.source.retry_delay,
+            stall_timeout: args.source.stall_timeout,
             fsync: args.fsync,
             properties_file: args.properties_file.clone(),
             no_progress: args.no_progress,
             progress_interval: args.progress_interval,
             s3,
             hadoop_conf_dir: args
+                .source
                 .hadoop_conf_dir
                 .clone()
                 .map(|dir| (dir, layers.origin(&table::HADOOP_CONF_DIR).to_string())),
@@ -260,6 +265,7 @@ impl Settings {
             staging,
             packages,
             sha1_pins: Default::default(),
+            mirror: args.mirror.clone().map(|url| (url, args.mirror_timeout)),
         }
     }
 
@@ -346,7 +352,12 @@ fn deadline(args: &FetchArgs, layers: &Layers<'_>, problems: &mut Problems) -> S
 /// The HTTP client's settings: trusted CA files (`--ca-cert`, `SSL_CERT_FILE`),
 /// the connect timeout, the pool size and the header file's headers; proxy
 /// variables are checked here (reqwest silently ignores one it cannot parse).
-fn http_config(args: &FetchArgs, layers: &Layers<'_>, problems: &mut Problems) -> HttpConfig {
+fn http_config(
+    args: &SourceArgs,
+    parallelism: u16,
+    layers: &Layers<'_>,
+    problems: &mut Problems,
+) -> HttpConfig {
     let ca_origin = layers.origin(&table::CA_CERT).to_string();
     let mut ca_files: Vec<CaFile> = args
         .ca_cert
@@ -373,7 +384,7 @@ fn http_config(args: &FetchArgs, layers: &Layers<'_>, problems: &mut Problems) -
     HttpConfig {
         ca_files,
         connect_timeout: args.connect_timeout,
-        pool_size: usize::from(args.parallelism),
+        pool_size: usize::from(parallelism),
         headers,
     }
 }

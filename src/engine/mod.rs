@@ -18,7 +18,7 @@ use crate::source::Sources;
 use crate::util::duration::format_duration;
 
 pub(crate) use self::options::Options;
-pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Outcome, Status};
+pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Mirrored, Outcome, Status};
 
 mod archives;
 mod budget;

@@ -81,6 +81,17 @@ pub(crate) struct Outcome {
     /// the bundle's order; an unpacked archive's top-level ones with
     /// `--archive-classpath`.
     pub content_jars: Vec<PathBuf>,
+    /// Whether the node-local mirror was asked, and what came of it.
+    pub mirror: Option<Mirrored>,
+}
+
+/// What asking the node-local mirror for an artifact came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mirrored {
+    /// Its bytes came through the mirror (and verified).
+    Served,
+    /// The mirror failed for it (why); it came from its origin.
+    FellBack(String),
 }
 
 impl Outcome {
@@ -94,6 +105,7 @@ impl Outcome {
             failure: None,
             bundle_files: None,
             content_jars: Vec::new(),
+            mirror: None,
         }
     }
 

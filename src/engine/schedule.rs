@@ -32,7 +32,11 @@ impl RunState<'_> {
         let probe_all = futures_util::stream::iter(todo.iter().copied())
             .map(|i| {
                 let artifact = &self.plan.artifacts[i];
-                let source = sources.get(artifact.scheme);
+                // Asked of the mirror: no request to the origin for a size.
+                let mirrored = sources
+                    .via_mirror(artifact.scheme, &artifact.uri, artifact.pin.as_ref())
+                    .is_some();
+                let source = sources.get(artifact.scheme).filter(|_| !mirrored);
                 async move {
                     let probe = source?.probe(&artifact.uri).await;
                     Some((i, probe.ok()?.meta.size?))

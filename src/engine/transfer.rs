@@ -13,7 +13,7 @@ use super::budget::{Budget, Decision};
 use super::digest::Hashes;
 use super::options::Options;
 use super::outcome::{Failure, FailureKind};
-use super::outcome::{Outcome, Status};
+use super::outcome::{Mirrored, Outcome, Status};
 use super::ranged;
 use crate::layout::{self, Record, TempFile};
 use crate::plan::{Artifact, Target};
@@ -62,10 +62,11 @@ impl SoFar {
     }
 }
 
-/// The sha256 a staging server vouches for: its ETag is the bundle's sha256 (the
-/// original server sends none, and then there is nothing to compare).
-fn announced_sha256(a: &Artifact, validator: Option<&str>) -> Option<String> {
-    if a.scheme != Scheme::Staging {
+/// The sha256 a staging server or the mirror vouches for: its ETag is the
+/// sha256 (the original staging server sends none, and then there is nothing to
+/// compare).
+fn announced_sha256(announces: bool, validator: Option<&str>) -> Option<String> {
+    if !announces {
         return None;
     }
     let tag = validator?.trim().trim_start_matches("W/").trim_matches('"');
@@ -136,6 +137,8 @@ impl From<std::io::Error> for AttemptError {
 }
 
 /// Fetches one artifact to its destination; never returns an error, only an outcome.
+/// With a mirror, an artifact fetched without credentials is asked of it first
+/// (once, no retries); any failure but a local one sends it to its origin.
 pub(super) async fn fetch_one(
     id: usize,
     artifact: &Artifact,
@@ -145,12 +148,64 @@ pub(super) async fn fetch_one(
     size: Option<u64>,
     so_far: &SoFar,
 ) -> Outcome {
-    let Target::Fetch { path, .. } = &artifact.target else {
+    if !matches!(artifact.target, Target::Fetch { .. }) {
         return Outcome::new(Status::Local);
-    };
+    }
+    let mut fell_back = None;
+    if let Some(mirror) = sources.via_mirror(artifact.scheme, &artifact.uri, artifact.pin.as_ref())
+    {
+        let once = SoFar::new(RetryPolicy {
+            retries: 0,
+            ..opts.retry
+        });
+        let outcome = fetch_from(id, artifact, &mirror, opts, reporter, size, &once).await;
+        let Some(failure) = &outcome.failure else {
+            return Outcome {
+                mirror: Some(Mirrored::Served),
+                ..outcome
+            };
+        };
+        if matches!(
+            failure.kind,
+            FailureKind::LocalIo | FailureKind::Deadline | FailureKind::Interrupted
+        ) {
+            return outcome;
+        }
+        if failure.kind == FailureKind::Integrity {
+            if let Some(mirror) = sources.mirror() {
+                mirror.report_damaged(&artifact.uri).await;
+            }
+        }
+        // Logged once: when the mirror failed as a whole it said so already.
+        if sources.mirror().is_some_and(|m| m.down().is_none()) {
+            warn!(uri = %artifact.display_uri, "the mirror could not serve it ({}); fetching from its origin", failure.message);
+        }
+        fell_back = Some(failure.message.clone());
+    }
     let source = sources
         .get(artifact.scheme)
         .expect("fetched schemes have a source");
+    let outcome = fetch_from(id, artifact, &source, opts, reporter, size, so_far).await;
+    Outcome {
+        mirror: fell_back.map(Mirrored::FellBack),
+        ..outcome
+    }
+}
+
+/// Fetches one artifact from `source` into a temp file beside its destination,
+/// then verifies and publishes it.
+async fn fetch_from(
+    id: usize,
+    artifact: &Artifact,
+    source: &Arc<dyn Source>,
+    opts: &Options,
+    reporter: &Arc<dyn Reporter>,
+    size: Option<u64>,
+    so_far: &SoFar,
+) -> Outcome {
+    let Target::Fetch { path, .. } = &artifact.target else {
+        return Outcome::new(Status::Local);
+    };
     let (temp, file) = match TempFile::create(path) {
         Ok(pair) => pair,
         Err(e) => {
@@ -168,21 +223,22 @@ pub(super) async fn fetch_one(
         probed: size,
         one_stream: false,
     };
-    let attempts = match attempt_until_done(
-        id,
-        artifact,
-        &source,
-        opts,
-        reporter,
-        &mut transfer,
-        so_far,
-    )
-    .await
-    {
-        Ok(attempts) => attempts,
-        Err(outcome) => return outcome,
-    };
-    let finished = finish(artifact, opts, transfer, temp);
+    let attempts =
+        match attempt_until_done(id, artifact, source, opts, reporter, &mut transfer, so_far).await
+        {
+            Ok(attempts) => attempts,
+            Err(outcome) => {
+                // What this source sent is dropped (another may follow).
+                reporter.rewind(id, transfer.written);
+                return outcome;
+            }
+        };
+    let announces = source.announces_sha256();
+    let written = transfer.written;
+    let finished = finish(artifact, opts, transfer, temp, announces);
+    if finished.is_err() {
+        reporter.rewind(id, written);
+    }
     Outcome {
         attempts,
         ..finished.unwrap_or_else(Outcome::from_failure)
@@ -272,6 +328,7 @@ fn finish(
     opts: &Options,
     mut transfer: Transfer,
     temp: TempFile,
+    announces: bool,
 ) -> Result<Outcome, Failure> {
     let Target::Fetch { dir, path, .. } = &artifact.target else {
         unreachable!("only fetched artifacts are transferred");
@@ -286,12 +343,8 @@ fn finish(
     flushed.map_err(|e| local_error(artifact, e, "write"))?;
     let (digest, sha1) = transfer.hasher.finalize();
     let hex_digest = hex::encode(digest);
-    check_digest(
-        artifact,
-        &digest,
-        &hex_digest,
-        transfer.validator.as_deref(),
-    )?;
+    let announced = announced_sha256(announces, transfer.validator.as_deref());
+    check_digest(artifact, &digest, &hex_digest, announced)?;
     check_sha1(artifact, sha1)?;
     drop(transfer.file);
     layout::remove_record(dir, &artifact.name);
@@ -321,7 +374,7 @@ fn check_digest(
     artifact: &Artifact,
     digest: &[u8; 32],
     hex_digest: &str,
-    validator: Option<&str>,
+    announced: Option<String>,
 ) -> Result<(), Failure> {
     if let Some(pin) = &artifact.pin {
         if pin != digest {
@@ -335,12 +388,17 @@ fn check_digest(
             });
         }
     }
-    if let Some(announced) = announced_sha256(artifact, validator) {
+    if let Some(announced) = announced {
         if announced != hex_digest {
+            let what = if artifact.scheme == Scheme::Staging {
+                "the server's copy is damaged: upload the bundle again"
+            } else {
+                "the server's copy is damaged"
+            };
             return Err(Failure {
                 kind: FailureKind::Integrity,
                 message: format!(
-                    "{}: the staging server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published (the server's copy is damaged: upload the bundle again)",
+                    "{}: the server announced sha256 {announced}, the bytes received hash to {hex_digest}; nothing was published ({what})",
                     artifact.display_uri
                 ),
             });

@@ -10,6 +10,8 @@ use reqwest::header::{self, HeaderName, HeaderValue};
 
 use crate::util::redact::register_secret;
 
+pub(crate) mod ranges;
+pub(crate) mod server;
 pub(crate) mod tls;
 pub(crate) mod trail;
 
@@ -139,18 +141,25 @@ fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupErr
 /// offered (ALPN), proxies from the environment, no redirects (sources follow
 /// them, keeping credentials on the first origin).
 pub(crate) fn client(config: &HttpConfig) -> Result<reqwest::Client, HttpSetupError> {
+    client_builder(config)?
+        .build()
+        .map_err(HttpSetupError::Client)
+}
+
+/// The builder of [`client`], for a client that differs in one setting (the
+/// mirror's own DNS resolver).
+pub(crate) fn client_builder(
+    config: &HttpConfig,
+) -> Result<reqwest::ClientBuilder, HttpSetupError> {
     let tls = tls::client_config(root_store(&config.ca_files)?).map_err(HttpSetupError::Tls)?;
-    let client = reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .use_preconfigured_tls(tls)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(config.connect_timeout)
         .pool_max_idle_per_host(config.pool_size)
         .tcp_nodelay(true)
         .http2_adaptive_window(true)
-        .user_agent(concat!("spark-localizer/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(HttpSetupError::Client)?;
-    Ok(client)
+        .user_agent(concat!("spark-localizer/", env!("CARGO_PKG_VERSION"))))
 }
 
 /// Said when a connection fails while a proxy is configured.

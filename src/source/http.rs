@@ -28,7 +28,12 @@ const MAX_REDIRECTS: usize = 10;
 pub(crate) struct HttpSource {
     client: reqwest::Client,
     headers: Arc<Vec<(HeaderName, HeaderValue)>>,
+    /// Decides whether a redirect may be followed (the mirror's allow-list).
+    redirects: Option<Arc<RedirectCheck>>,
 }
+
+/// Says why a redirect to a URL may not be followed.
+pub(crate) type RedirectCheck = dyn Fn(&Url) -> Result<(), String> + Send + Sync;
 
 impl HttpSource {
     pub(crate) fn new(config: &HttpConfig) -> Result<Self, HttpSetupError> {
@@ -36,7 +41,21 @@ impl HttpSource {
         Ok(HttpSource {
             client,
             headers: Arc::new(config.headers.clone()),
+            redirects: None,
         })
+    }
+
+    /// A source on `client` that follows only the redirects `check` allows.
+    pub(crate) fn guarded(
+        client: reqwest::Client,
+        config: &HttpConfig,
+        check: Arc<RedirectCheck>,
+    ) -> Self {
+        HttpSource {
+            client,
+            headers: Arc::new(config.headers.clone()),
+            redirects: Some(check),
+        }
     }
 
     /// The client, shared with the S3 source (same roots, proxies and pool).
@@ -50,6 +69,7 @@ impl HttpSource {
         HttpSource {
             client: self.client.clone(),
             headers: Arc::new(headers),
+            redirects: self.redirects.clone(),
         }
     }
 
@@ -84,7 +104,9 @@ impl HttpSource {
             let response = crate::net::trail::execute(&self.client, request)
                 .await
                 .map_err(|e| transport_error(uri, e))?;
-            if !response.status().is_redirection() {
+            // 304 answers a conditional request; it is not a redirect.
+            if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
+            {
                 let moved = (current != start).then_some(current);
                 return Ok((response, moved));
             }
@@ -108,6 +130,16 @@ impl HttpSource {
                     FaultKind::Refused,
                     format!(
                         "{} redirects to {}, which is not http(s); refusing to follow",
+                        redact_url(uri.as_str()),
+                        redact_url(next.as_str())
+                    ),
+                ));
+            }
+            if let Some(Err(reason)) = self.redirects.as_ref().map(|check| check(&next)) {
+                return Err(SourceError::new(
+                    FaultKind::Refused,
+                    format!(
+                        "{} redirects to {}: refused, {reason}",
                         redact_url(uri.as_str()),
                         redact_url(next.as_str())
                     ),
@@ -198,6 +230,37 @@ impl Source for HttpSource {
 
     fn parallel_ranges(&self) -> bool {
         true
+    }
+
+    /// A password or user in the URI, or any header of --http-header-file.
+    fn credentialed(&self, uri: &Url) -> bool {
+        !uri.username().is_empty() || uri.password().is_some() || !self.headers.is_empty()
+    }
+
+    /// A conditional HEAD: 304 means unchanged (an ETag is asked with
+    /// If-None-Match, a Last-Modified date with If-Modified-Since).
+    async fn unchanged(&self, uri: &Url, validator: &str) -> Result<bool, SourceError> {
+        let mut extra = HeaderMap::new();
+        let name = if validator.starts_with('"') || validator.starts_with("W/") {
+            header::IF_NONE_MATCH
+        } else {
+            header::IF_MODIFIED_SINCE
+        };
+        let value = HeaderValue::from_str(validator).map_err(|_| {
+            SourceError::new(
+                FaultKind::Refused,
+                format!("{}: unusable validator", redact_url(uri.as_str())),
+            )
+        })?;
+        extra.insert(name, value);
+        let (response, _) = self.send(Method::HEAD, uri, &extra).await?;
+        match response.status() {
+            StatusCode::NOT_MODIFIED => Ok(true),
+            status if status.is_success() => {
+                Ok(meta_of(&response).validator.as_deref() == Some(validator))
+            }
+            _ => Err(status_error(uri, &response)),
+        }
     }
 
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {

@@ -7,6 +7,7 @@
 pub(crate) mod file;
 pub(crate) mod hdfs;
 pub(crate) mod http;
+pub(crate) mod mirror;
 pub(crate) mod s3;
 pub(crate) mod staging;
 
@@ -121,6 +122,26 @@ pub(crate) trait Source: Send + Sync {
         false
     }
 
+    /// Whether the strong ETag of an answer is the object's sha256, to be checked
+    /// against the bytes (the staging server's bundles, the mirror's blobs).
+    fn announces_sha256(&self) -> bool {
+        false
+    }
+
+    /// Whether fetching `uri` sends credentials of this process (such artifacts
+    /// never go through the mirror). True unless the source knows better.
+    fn credentialed(&self, _uri: &Url) -> bool {
+        true
+    }
+
+    /// Whether the object at `uri` is still the version `validator` names (the
+    /// mirror's revalidation): headers only, never the body. By default a probe
+    /// compared; HTTP asks a conditional request.
+    async fn unchanged(&self, uri: &Url, validator: &str) -> Result<bool, SourceError> {
+        let probe = self.probe(uri).await?;
+        Ok(probe.meta.validator.as_deref() == Some(validator))
+    }
+
     /// What this source picked for the plan, as `check` prints it under
     /// "credentials": one line each (indented), names and origins, never values.
     /// Nothing by default.
@@ -145,6 +166,7 @@ pub(crate) struct Sources {
     s3: Arc<s3::S3Source>,
     hdfs: Arc<hdfs::HdfsSource>,
     staging: Arc<staging::StagingSource>,
+    mirror: Option<Arc<mirror::MirrorSource>>,
 }
 
 impl Sources {
@@ -160,7 +182,39 @@ impl Sources {
             s3: Arc::new(s3),
             hdfs: Arc::new(hdfs),
             staging: Arc::new(staging),
+            mirror: None,
         }
+    }
+
+    /// Asks `mirror` first for every artifact fetched without credentials.
+    pub(crate) fn with_mirror(mut self, mirror: mirror::MirrorSource) -> Self {
+        self.mirror = Some(Arc::new(mirror));
+        self
+    }
+
+    /// The mirror, when one is configured.
+    pub(crate) fn mirror(&self) -> Option<&Arc<mirror::MirrorSource>> {
+        self.mirror.as_ref()
+    }
+
+    /// The mirror's source for an artifact at `uri` (pinned to `pin`), when it
+    /// should be asked first: a mirror is configured and has not failed, the
+    /// scheme is one it serves (HTTP(S), S3) and the artifact's own source sends no
+    /// credentials for it.
+    pub(crate) fn via_mirror(
+        &self,
+        scheme: Scheme,
+        uri: &Url,
+        pin: Option<&[u8; 32]>,
+    ) -> Option<Arc<dyn Source>> {
+        let mirror = self.mirror.as_ref()?;
+        if !matches!(scheme, Scheme::Http | Scheme::Https | Scheme::S3) {
+            return None;
+        }
+        if self.get(scheme)?.credentialed(uri) {
+            return None;
+        }
+        mirror.route(pin)
     }
 
     /// What every source picked for the plan, as `check` prints it (see

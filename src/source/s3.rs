@@ -119,6 +119,17 @@ impl Source for S3Source {
         true
     }
 
+    /// Only a bucket read anonymously (S3A's anonymous provider) is fetched
+    /// without credentials.
+    fn credentialed(&self, uri: &Url) -> bool {
+        self.bucket(uri).map_or(true, |(b, _)| {
+            !matches!(
+                b.config.credentials,
+                crate::s3::settings::Credentials::Anonymous
+            )
+        })
+    }
+
     /// Every configured bucket: its credentials, endpoint and region.
     fn describe(&self) -> Vec<String> {
         self.buckets

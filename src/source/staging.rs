@@ -129,6 +129,11 @@ fn explain(bundle: &Bundle, mut e: SourceError) -> SourceError {
 
 #[async_trait]
 impl Source for StagingSource {
+    /// A bundle's ETag is its sha256 (servers that send one).
+    fn announces_sha256(&self) -> bool {
+        true
+    }
+
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let (client, bundle) = self.client(uri)?;
         client.open(uri, req).await.map_err(|e| explain(bundle, e))

@@ -21,9 +21,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tracing::{error, info, warn};
 
-use super::ranges::{if_range_matches, parse_range, Span};
 use super::sweeper::expire;
 use super::AppState;
+use crate::net::ranges::{if_range_matches, parse_range, Span};
 use crate::stage::api::{self, ErrorBody};
 use crate::stage::store::BundleMeta;
 use crate::util::time::now_ms;

@@ -4,7 +4,8 @@
 //! one-line-per-request log in [`access_log`].
 //!
 //! The server runs until the future the command layer hands it completes (SIGTERM
-//! or SIGINT), then gives requests in flight [`GRACE`] to finish.
+//! or SIGINT), then gives requests in flight a grace period to finish
+//! ([`crate::net::server`]).
 
 use std::future::Future;
 use std::io;
@@ -18,13 +19,8 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use hyper_util::service::TowerToHyperService;
 use rustls::crypto::SecureRandom;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 use super::api;
 use super::owners::{OwnerChecker, OwnerSetupError};
@@ -32,23 +28,18 @@ use super::store::{LocalStore, Store};
 use super::store_s3::{OpenError, S3Store, StoreLocation};
 use crate::archive::Limits;
 use crate::cli::ServeArgs;
+use crate::net::server;
 use crate::origin::Origin;
 use crate::s3::settings::S3Settings;
 
 mod access_log;
 mod handlers;
 mod metrics;
-mod ranges;
 mod receive;
 mod sweeper;
 mod tls;
 
 pub(crate) use tls::TlsSetupError;
-
-/// Requests in flight get this long to finish after the shutdown signal.
-const GRACE: Duration = Duration::from_secs(10);
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the staging server could not start; the message names the flag.
 #[derive(Debug, thiserror::Error)]
@@ -69,12 +60,6 @@ pub(crate) enum ServeError {
     },
     #[error("--listen {addr}: cannot listen")]
     Listen {
-        addr: SocketAddr,
-        #[source]
-        source: io::Error,
-    },
-    #[error("--listen {addr}")]
-    BoundAddress {
         addr: SocketAddr,
         #[source]
         source: io::Error,
@@ -151,9 +136,15 @@ pub(crate) async fn serve(
     };
     let owners = OwnerChecker::from_args(args)?;
     let store = open_store(args).await?;
-    let (listener, addr) = bind(args.listen).await?;
+    let (listener, addr) =
+        server::bind(args.listen)
+            .await
+            .map_err(|source| ServeError::Listen {
+                addr: args.listen,
+                source,
+            })?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    announce(&format!("listening on {scheme}://{addr}"));
+    server::announce(&format!("listening on {scheme}://{addr}"));
     let state = Arc::new(AppState::new(args, store, owners));
     let stored = state.store.list().await.map(|l| l.len()).unwrap_or(0);
     info!(
@@ -166,29 +157,11 @@ pub(crate) async fn serve(
     let sweeper = tokio::spawn(sweeper::sweeper(state.clone()));
     let store = state.store.clone();
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    accept_loop(listener, acceptor, router(state), shutdown).await;
+    server::accept_loop(listener, acceptor, router(state), shutdown).await;
     sweeper.abort();
     store.close();
     info!("staging server stopped");
     Ok(())
-}
-
-async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Listen { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ServeError::BoundAddress { addr, source })?;
-    Ok((listener, bound))
-}
-
-/// Prints the one stdout line tests and wrappers wait for.
-fn announce(line: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
 }
 
 /// Opens `--store`: a directory, or a bucket (`s3://`, `s3a://`).
@@ -225,70 +198,6 @@ fn s3_credentials_dir(args: &ServeArgs) -> Option<(PathBuf, Origin)> {
         Origin::Flag("s3-credentials-dir")
     };
     Some((dir, origin))
-}
-
-/// Accepts connections until `shutdown`, then lets requests in flight finish (at
-/// most [`GRACE`]).
-async fn accept_loop(
-    listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    app: Router,
-    shutdown: impl Future<Output = &'static str>,
-) {
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: do not spin.
-                    warn!("cannot accept a connection: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            name = &mut shutdown => {
-                info!("received {name}: finishing requests in flight, then stopping");
-                break;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let Some(acceptor) = tls else {
-                return serve_connection(stream, service, watcher).await;
-            };
-            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => serve_connection(stream, service, watcher).await,
-                Ok(Err(e)) => debug!("TLS handshake with {peer} failed: {e}"),
-                Err(_) => debug!("TLS handshake with {peer} timed out"),
-            }
-        });
-    }
-    drop(listener);
-    tokio::select! {
-        () = graceful.shutdown() => {}
-        () = tokio::time::sleep(GRACE) => {
-            warn!("requests still in flight after {GRACE:?}; stopping anyway");
-        }
-    }
-}
-
-async fn serve_connection<S>(stream: S, service: TowerToHyperService<Router>, watcher: Watcher)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    if let Err(e) = watcher.watch(conn).await {
-        debug!("connection ended: {e}");
-    }
 }
 
 fn router(state: Arc<AppState>) -> Router {

@@ -1,11 +1,12 @@
-//! What a download's `Range` (and `If-Range`) header asks of a bundle: one `bytes=`
-//! range, served as 206; anything else gets the whole bundle.
+//! What a download's `Range` (and `If-Range`) header asks of a stored object (a
+//! staging bundle, a mirror blob): one `bytes=` range, served as 206; anything else
+//! gets the whole object.
 
 use axum::http::{header, HeaderMap};
 
 /// What a `Range` header asks of a bundle.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Span {
+pub(crate) enum Span {
     Full,
     /// First and last byte, inclusive.
     Part(u64, u64),
@@ -14,7 +15,7 @@ pub(super) enum Span {
 
 /// One `bytes=` range; anything else (other units, several ranges, nonsense) is
 /// served whole, as RFC 9110 allows.
-pub(super) fn parse_range(value: &str, size: u64) -> Span {
+pub(crate) fn parse_range(value: &str, size: u64) -> Span {
     let Some(spec) = value.trim().strip_prefix("bytes=") else {
         return Span::Full;
     };
@@ -52,7 +53,7 @@ pub(super) fn parse_range(value: &str, size: u64) -> Span {
 
 /// No `If-Range`, or one naming the current ETag (a date never matches: the whole
 /// bundle is sent, which is always correct).
-pub(super) fn if_range_matches(headers: &HeaderMap, etag: &str) -> bool {
+pub(crate) fn if_range_matches(headers: &HeaderMap, etag: &str) -> bool {
     headers
         .get(header::IF_RANGE)
         .is_none_or(|v| v.as_bytes() == etag.as_bytes())

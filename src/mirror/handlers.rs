@@ -1,0 +1,379 @@
+//! The mirror's requests: `GET`/`HEAD /v1/fetch` (a held blob, a revalidated
+//! one, or a transfer joined as it fills) and `POST /v1/verify` (a client found
+//! a blob damaged: hash it again, drop it if so).
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tracing::{debug, warn};
+use url::Url;
+
+use super::fill::{Fill, State as FillState};
+use super::store::Reading;
+use super::Mirror;
+use crate::net::ranges::{if_range_matches, parse_range, Span};
+use crate::source::mirror::{CACHE_HEADER, SHA256_HEADER};
+use crate::util::redact::redact_url;
+
+/// Bytes read from disk per chunk sent.
+const CHUNK: u64 = 256 << 10;
+
+/// A plain-text answer (refusals, failures).
+fn said(status: StatusCode, message: String) -> Response {
+    (status, format!("{message}\n")).into_response()
+}
+
+/// The query of a request: the URI and the sha256 asked for.
+fn query(uri: &Uri) -> Result<(Url, Option<String>), String> {
+    let mut source = None;
+    let mut sha256 = None;
+    for (key, value) in url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        match &*key {
+            "uri" => source = Some(value.into_owned()),
+            "sha256" => sha256 = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    let source = source.ok_or("no uri= in the query")?;
+    let url = Url::parse(&source).map_err(|e| format!("uri= is not a URI: {e}"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "uri= carries credentials; the mirror never uses a client's credentials".to_owned(),
+        );
+    }
+    let sha256 = match sha256 {
+        None => None,
+        Some(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(s.to_ascii_lowercase())
+        }
+        Some(_) => return Err("sha256= is not 64 hex digits".to_owned()),
+    };
+    Ok((url, sha256))
+}
+
+/// `GET /v1/fetch?uri=…[&sha256=…]` (and `HEAD`).
+pub(super) async fn fetch(
+    State(mirror): State<Arc<Mirror>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let (source, expected) = match query(&uri) {
+        Ok(parsed) => parsed,
+        Err(reason) => {
+            mirror.metrics.refused.inc();
+            return said(StatusCode::BAD_REQUEST, reason);
+        }
+    };
+    let shown = redact_url(source.as_str());
+    if !mirror.allow.permits(&source) {
+        mirror.metrics.refused.inc();
+        debug!(uri = %shown, "mirror: refused, not under an allowed origin");
+        return said(
+            StatusCode::FORBIDDEN,
+            format!("{shown}: not under any --allow-origin of this mirror"),
+        );
+    }
+    if let Some(sha256) = &expected {
+        if let Some(reading) = mirror.store.read(sha256) {
+            mirror.metrics.hits.inc();
+            return serve_blob(&mirror, reading, &headers, "hit");
+        }
+    }
+    let (fill, joined) = match mirror.join_or_start(&source, expected.clone()) {
+        Ok(started) => started,
+        Err(e) => {
+            return said(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the mirror cannot start a transfer: {e}"),
+            )
+        }
+    };
+    if joined {
+        mirror.metrics.coalesced.inc();
+    }
+    let mut state = fill.state.clone();
+    let ranged = headers.contains_key(header::RANGE);
+    // Wait until there is something to serve (a range only from a whole blob).
+    let current = state
+        .wait_for(|s| match s {
+            FillState::Starting => false,
+            FillState::Streaming { .. } => !ranged,
+            _ => true,
+        })
+        .await
+        .map(|s| s.clone())
+        .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned()));
+    let cache = if joined { "coalesced" } else { "miss" };
+    match current {
+        FillState::Failed(message) => said(StatusCode::BAD_GATEWAY, format!("{shown}: {message}")),
+        FillState::Done {
+            sha256,
+            size,
+            revalidated,
+        } => {
+            if expected.as_ref().is_some_and(|e| *e != sha256) {
+                return said(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "{shown}: the origin has sha256 {sha256}, not the {} asked for",
+                        expected.unwrap_or_default()
+                    ),
+                );
+            }
+            let cache = if revalidated { "revalidated" } else { cache };
+            match mirror.store.read(&sha256) {
+                Some(reading) => serve_blob(&mirror, reading, &headers, cache),
+                // Not kept (larger than the store, or evicted already): the
+                // transfer's own file still holds it.
+                None => serve_fill(&mirror, fill, expected.or(Some(sha256)), Some(size), cache),
+            }
+        }
+        FillState::Streaming { size, .. } => serve_fill(&mirror, fill, expected, size, cache),
+        FillState::Starting => unreachable!("waited past it"),
+    }
+}
+
+/// Common headers: the digest when known (also the strong ETag ranges need).
+fn known_digest(
+    builder: axum::http::response::Builder,
+    sha256: Option<&str>,
+    cache: &str,
+) -> axum::http::response::Builder {
+    let builder = builder.header(CACHE_HEADER, cache);
+    match sha256 {
+        Some(sha) => builder
+            .header(SHA256_HEADER, sha)
+            .header(header::ETAG, format!("\"{sha}\""))
+            .header(header::ACCEPT_RANGES, "bytes"),
+        None => builder,
+    }
+}
+
+/// A held blob, whole or one range of it.
+fn serve_blob(
+    mirror: &Arc<Mirror>,
+    reading: Reading,
+    headers: &HeaderMap,
+    cache: &str,
+) -> Response {
+    let size = reading.size;
+    let etag = format!("\"{}\"", reading.sha256);
+    let span = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(range) if if_range_matches(headers, &etag) => parse_range(range, size),
+        _ => Span::Full,
+    };
+    let builder = known_digest(Response::builder(), Some(&reading.sha256), cache);
+    let (status, start, end, builder) = match span {
+        Span::Full => (StatusCode::OK, 0, size, builder),
+        Span::Part(first, last) => (
+            StatusCode::PARTIAL_CONTENT,
+            first,
+            last + 1,
+            builder.header(
+                header::CONTENT_RANGE,
+                format!("bytes {first}-{last}/{size}"),
+            ),
+        ),
+        Span::Unsatisfiable => {
+            return (
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                [(header::CONTENT_RANGE, format!("bytes */{size}"))],
+            )
+                .into_response()
+        }
+    };
+    let file = match reading.file.try_clone() {
+        Ok(file) => Arc::new(file),
+        Err(e) => {
+            return said(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the blob: {e}"),
+            )
+        }
+    };
+    // The reading guard lives as long as the body: the blob is not evicted meanwhile.
+    let body = file_range(mirror.clone(), file, start, end).map(move |chunk| {
+        let _held = &reading;
+        chunk
+    });
+    builder
+        .status(status)
+        .header(header::CONTENT_LENGTH, end - start)
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|e| said(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Bytes `start..end` of `file`, read on the blocking pool a chunk at a time.
+fn file_range(
+    mirror: Arc<Mirror>,
+    file: Arc<std::fs::File>,
+    start: u64,
+    end: u64,
+) -> impl Stream<Item = io::Result<Bytes>> + Send {
+    futures_util::stream::unfold(start, move |at| {
+        let file = file.clone();
+        let mirror = mirror.clone();
+        async move {
+            if at >= end {
+                return None;
+            }
+            let n = (end - at).min(CHUNK);
+            let chunk = read_at(file, at, n).await;
+            if let Ok(bytes) = &chunk {
+                mirror.metrics.served_bytes.add(bytes.len() as u64);
+            }
+            let next = match &chunk {
+                Ok(bytes) => at + bytes.len() as u64,
+                Err(_) => end,
+            };
+            Some((chunk, next))
+        }
+    })
+}
+
+async fn read_at(file: Arc<std::fs::File>, at: u64, n: u64) -> io::Result<Bytes> {
+    tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; n as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            let read = file.read_at(&mut buf[filled..], at + filled as u64)?;
+            if read == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the blob is shorter than recorded",
+                ));
+            }
+            filled += read;
+        }
+        Ok(Bytes::from(buf))
+    })
+    .await
+    .unwrap_or_else(|e| Err(io::Error::other(e)))
+}
+
+/// A transfer in progress, served as it fills. The last byte is held back until
+/// the digest is known: a body whose digest is not the one asked for (or whose
+/// transfer fails) ends short, so no client ever receives it whole.
+fn serve_fill(
+    mirror: &Arc<Mirror>,
+    fill: Arc<Fill>,
+    expected: Option<String>,
+    size: Option<u64>,
+    cache: &str,
+) -> Response {
+    let mut builder =
+        known_digest(Response::builder(), expected.as_deref(), cache).status(StatusCode::OK);
+    if let Some(size) = size {
+        builder = builder.header(header::CONTENT_LENGTH, size);
+    }
+    let body = fill_stream(mirror.clone(), fill, expected);
+    builder
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|e| said(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+fn fill_stream(
+    mirror: Arc<Mirror>,
+    fill: Arc<Fill>,
+    expected: Option<String>,
+) -> impl Stream<Item = io::Result<Bytes>> + Send {
+    let state = fill.state.clone();
+    futures_util::stream::unfold(Some((0u64, state, fill)), move |step| {
+        let mirror = mirror.clone();
+        let expected = expected.clone();
+        async move {
+            let (at, mut state, fill) = step?;
+            loop {
+                let current = state.borrow_and_update().clone();
+                let available = match &current {
+                    FillState::Starting => 0,
+                    FillState::Streaming { written, .. } if *written < at => {
+                        return Some((Err(io::Error::other("the transfer started over")), None));
+                    }
+                    FillState::Streaming { written, .. } => written.saturating_sub(1),
+                    FillState::Done { sha256, .. }
+                        if expected.as_ref().is_some_and(|e| e != sha256) =>
+                    {
+                        warn!(uri = %redact_url(&fill.uri), "mirror: the origin's bytes are not the sha256 asked for; the answer is cut short");
+                        return Some((Err(io::Error::other("digest mismatch")), None));
+                    }
+                    FillState::Done { size, .. } => *size,
+                    FillState::Failed(message) => {
+                        return Some((Err(io::Error::other(message.clone())), None));
+                    }
+                };
+                if at < available {
+                    let n = (available - at).min(CHUNK);
+                    return match read_at(fill.file.clone(), at, n).await {
+                        Ok(bytes) => {
+                            mirror.metrics.served_bytes.add(bytes.len() as u64);
+                            let next = at + bytes.len() as u64;
+                            Some((Ok(bytes), Some((next, state, fill))))
+                        }
+                        Err(e) => Some((Err(e), None)),
+                    };
+                }
+                if matches!(current, FillState::Done { .. }) {
+                    return None;
+                }
+                if state.changed().await.is_err()
+                    && !matches!(*state.borrow(), FillState::Done { .. })
+                {
+                    return Some((Err(io::Error::other("the transfer stopped")), None));
+                }
+            }
+        }
+    })
+}
+
+/// `POST /v1/verify?sha256=…`: a client found this blob damaged; hash it again
+/// (one at a time) and drop it if it is.
+pub(super) async fn verify(State(mirror): State<Arc<Mirror>>, uri: Uri) -> Response {
+    let sha256 = url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "sha256")
+        .map(|(_, v)| v.to_ascii_lowercase())
+        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+    let Some(sha256) = sha256 else {
+        return said(
+            StatusCode::BAD_REQUEST,
+            "sha256= is not 64 hex digits".to_owned(),
+        );
+    };
+    let Ok(_one) = mirror.verifying.acquire().await else {
+        return said(StatusCode::SERVICE_UNAVAILABLE, "stopping".to_owned());
+    };
+    let Some(reading) = mirror.store.read(&sha256) else {
+        return said(StatusCode::NOT_FOUND, "no such blob".to_owned());
+    };
+    let file = reading.file.try_clone();
+    let hashed = tokio::task::spawn_blocking(move || -> io::Result<String> {
+        use sha2::Digest;
+        let mut file = file?;
+        let mut hasher = sha2::Sha256::new();
+        io::copy(&mut file, &mut hasher)?;
+        Ok(hex::encode(hasher.finalize()))
+    })
+    .await
+    .unwrap_or_else(|e| Err(io::Error::other(e)));
+    drop(reading);
+    match hashed {
+        Ok(got) if got == sha256 => said(StatusCode::OK, "intact".to_owned()),
+        other => {
+            let why = match other {
+                Ok(got) => format!("its bytes hash to {got}"),
+                Err(e) => format!("it cannot be read: {e}"),
+            };
+            warn!(sha256, "mirror: blob damaged on disk ({why}); dropped");
+            mirror.metrics.corrupt.inc();
+            mirror.store.drop_blob(&sha256);
+            said(StatusCode::OK, "dropped".to_owned())
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The mirror's disk: blobs named by their sha256 (read-only, published by
+//! rename after an fsync), an index from source URI to blob with the origin's
+//! validator, temp files for transfers in progress, and the least-recently-used
+//! order that keeps the blobs under `--max-bytes`.
+//!
+//! ```text
+//! <dir>/blobs/<sha256>            the bytes, mode 0444
+//! <dir>/index/<sha256 of the URI> {"uri", "sha256", "size", "validator"}
+//! <dir>/tmp/                      transfers in progress (emptied at start)
+//! ```
+//!
+//! A blob being read is never evicted (and an unlinked file stays readable to
+//! whoever has it open); the last use is kept as the blob's mtime, so the order
+//! survives a restart.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+
+/// A blob's last use is written to its mtime at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// What the mirror knows of a URI: the blob it had last, and the origin's
+/// validator for it (ETag or Last-Modified) to revalidate with.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(super) struct IndexEntry {
+    pub uri: String,
+    pub sha256: String,
+    pub size: u64,
+    pub validator: Option<String>,
+}
+
+/// One blob in the LRU order.
+#[derive(Debug)]
+struct Blob {
+    size: u64,
+    /// Larger is more recent.
+    used: u64,
+    touched: SystemTime,
+    readers: u32,
+}
+
+#[derive(Debug, Default)]
+struct Lru {
+    blobs: HashMap<String, Blob>,
+    total: u64,
+    clock: u64,
+}
+
+/// The blob store.
+pub(super) struct Store {
+    blobs: PathBuf,
+    index: PathBuf,
+    tmp: PathBuf,
+    max_bytes: u64,
+    lru: Mutex<Lru>,
+}
+
+/// An open blob, counted as read until dropped (it is not evicted meanwhile).
+pub(super) struct Reading {
+    pub file: File,
+    pub size: u64,
+    pub sha256: String,
+    store: Arc<Store>,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        let mut lru = self.store.lru.lock().expect("lock");
+        if let Some(blob) = lru.blobs.get_mut(&self.sha256) {
+            blob.readers = blob.readers.saturating_sub(1);
+        }
+        self.store.evict(&mut lru);
+    }
+}
+
+fn is_sha256(name: &str) -> bool {
+    name.len() == 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+impl Store {
+    /// Opens (creating) `dir`: empties `tmp/`, learns the blobs and their last use,
+    /// and evicts down to `max_bytes`.
+    pub(super) fn open(dir: &Path, max_bytes: u64) -> io::Result<Store> {
+        let store = Store {
+            blobs: dir.join("blobs"),
+            index: dir.join("index"),
+            tmp: dir.join("tmp"),
+            max_bytes,
+            lru: Mutex::new(Lru::default()),
+        };
+        for d in [dir, &store.blobs, &store.index, &store.tmp] {
+            fs::create_dir_all(d)?;
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+        for entry in fs::read_dir(&store.tmp)? {
+            let _ = fs::remove_file(entry?.path());
+        }
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&store.blobs)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let meta = entry.metadata()?;
+            if !is_sha256(&name) || !meta.is_file() {
+                warn!("mirror: removing {} (not a blob)", entry.path().display());
+                let _ = fs::remove_file(entry.path());
+                continue;
+            }
+            found.push((
+                meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                name,
+                meta.len(),
+            ));
+        }
+        found.sort();
+        {
+            let mut lru = store.lru.lock().expect("lock");
+            for (touched, name, size) in found {
+                lru.clock += 1;
+                lru.total += size;
+                let used = lru.clock;
+                lru.blobs.insert(
+                    name,
+                    Blob {
+                        size,
+                        used,
+                        touched,
+                        readers: 0,
+                    },
+                );
+            }
+            store.evict(&mut lru);
+            info!(
+                "mirror store {}: {} blob(s), {} bytes (at most {})",
+                dir.display(),
+                lru.blobs.len(),
+                lru.total,
+                max_bytes
+            );
+        }
+        Ok(store)
+    }
+
+    pub(super) fn tmp_dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    fn blob_path(&self, sha256: &str) -> PathBuf {
+        self.blobs.join(sha256)
+    }
+
+    fn index_path(&self, uri: &str) -> PathBuf {
+        use sha2::Digest;
+        self.index
+            .join(hex::encode(sha2::Sha256::digest(uri.as_bytes())))
+    }
+
+    /// Blobs held and their bytes.
+    pub(super) fn usage(&self) -> (usize, u64) {
+        let lru = self.lru.lock().expect("lock");
+        (lru.blobs.len(), lru.total)
+    }
+
+    /// Opens the blob `sha256` for reading, if held and whole (a blob whose size
+    /// changed on disk is dropped).
+    pub(super) fn read(self: &Arc<Self>, sha256: &str) -> Option<Reading> {
+        let mut lru = self.lru.lock().expect("lock");
+        let size = lru.blobs.get(sha256)?.size;
+        let file = File::open(self.blob_path(sha256));
+        let file = match file {
+            Ok(file) if file.metadata().is_ok_and(|m| m.len() == size) => file,
+            _ => {
+                warn!(
+                    sha256,
+                    "mirror: blob missing or of the wrong size on disk; dropped"
+                );
+                drop(lru);
+                self.drop_blob(sha256);
+                return None;
+            }
+        };
+        lru.clock += 1;
+        let clock = lru.clock;
+        let blob = lru.blobs.get_mut(sha256).expect("present");
+        blob.used = clock;
+        blob.readers += 1;
+        let now = SystemTime::now();
+        if now.duration_since(blob.touched).unwrap_or_default() >= TOUCH_EVERY {
+            blob.touched = now;
+            let _ = file.set_modified(now);
+        }
+        Some(Reading {
+            file,
+            size,
+            sha256: sha256.to_owned(),
+            store: self.clone(),
+        })
+    }
+
+    /// What the mirror knows of `uri`, if it still holds that blob.
+    pub(super) fn lookup(&self, uri: &str) -> Option<IndexEntry> {
+        let text = fs::read(self.index_path(uri)).ok()?;
+        let entry: IndexEntry = serde_json::from_slice(&text).ok()?;
+        let held = self
+            .lru
+            .lock()
+            .expect("lock")
+            .blobs
+            .contains_key(&entry.sha256);
+        (entry.uri == uri && held).then_some(entry)
+    }
+
+    /// Publishes the verified temp file `temp` as blob `entry.sha256` (read-only,
+    /// fsynced before the rename) and records `entry` for its URI; then evicts.
+    /// A blob larger than the whole store is not kept.
+    pub(super) fn insert(&self, temp: &Path, entry: &IndexEntry) -> io::Result<()> {
+        if entry.size > self.max_bytes {
+            debug!(uri = %entry.uri, "mirror: {} bytes is more than --max-bytes; not kept", entry.size);
+            return Ok(());
+        }
+        let file = File::open(temp)?;
+        file.sync_all()?;
+        fs::set_permissions(temp, fs::Permissions::from_mode(0o444))?;
+        let path = self.blob_path(&entry.sha256);
+        let mut lru = self.lru.lock().expect("lock");
+        if !lru.blobs.contains_key(&entry.sha256) {
+            fs::rename(temp, &path)?;
+            lru.total += entry.size;
+            lru.clock += 1;
+            let used = lru.clock;
+            lru.blobs.insert(
+                entry.sha256.clone(),
+                Blob {
+                    size: entry.size,
+                    used,
+                    touched: SystemTime::now(),
+                    readers: 0,
+                },
+            );
+        }
+        let json = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        crate::layout::write_atomic(&self.index_path(&entry.uri), &json, true)?;
+        self.evict(&mut lru);
+        Ok(())
+    }
+
+    /// Forgets the blob `sha256` (found damaged).
+    pub(super) fn drop_blob(&self, sha256: &str) {
+        let mut lru = self.lru.lock().expect("lock");
+        if let Some(blob) = lru.blobs.remove(sha256) {
+            lru.total -= blob.size;
+        }
+        let _ = fs::remove_file(self.blob_path(sha256));
+    }
+
+    /// Removes the least recently used blobs nobody reads until the total fits.
+    fn evict(&self, lru: &mut Lru) {
+        while lru.total > self.max_bytes {
+            let victim = lru
+                .blobs
+                .iter()
+                .filter(|(_, b)| b.readers == 0)
+                .min_by_key(|(_, b)| b.used)
+                .map(|(name, _)| name.clone());
+            let Some(victim) = victim else {
+                return;
+            };
+            let blob = lru.blobs.remove(&victim).expect("present");
+            lru.total -= blob.size;
+            debug!(sha256 = %victim, bytes = blob.size, "mirror: evicted");
+            let _ = fs::remove_file(self.blob_path(&victim));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &Store, dir: &Path, uri: &str, body: &[u8]) -> IndexEntry {
+        use sha2::Digest;
+        let temp = dir.join(format!("t{}", body.len()));
+        fs::write(&temp, body).unwrap();
+        let entry = IndexEntry {
+            uri: uri.to_owned(),
+            sha256: hex::encode(sha2::Sha256::digest(body)),
+            size: body.len() as u64,
+            validator: Some("\"v1\"".to_owned()),
+        };
+        store.insert(&temp, &entry).unwrap();
+        entry
+    }
+
+    #[test]
+    fn least_recently_used_go_first_but_never_while_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("m"), 250).unwrap());
+        let a = put(&store, dir.path(), "http://o/a", &[1; 100]);
+        let b = put(&store, dir.path(), "http://o/b", &[2; 100]);
+        let reading_a = store.read(&a.sha256).unwrap();
+        // a was used last and is being read; c pushes the total over: b goes.
+        let c = put(&store, dir.path(), "http://o/c", &[3; 100]);
+        assert!(store.lookup("http://o/b").is_none());
+        assert!(store.read(&b.sha256).is_none());
+        assert_eq!(store.usage(), (2, 200));
+        // d: a is still read, so c (older than a's read) goes.
+        let d = put(&store, dir.path(), "http://o/d", &[4; 100]);
+        assert!(store.read(&c.sha256).is_none());
+        assert_eq!(store.usage().0, 2);
+        drop(reading_a);
+        assert_eq!(store.lookup("http://o/a"), Some(a.clone()));
+        // A restart keeps what was there, and its order.
+        drop(store);
+        let store = Arc::new(Store::open(&dir.path().join("m"), 250).unwrap());
+        assert_eq!(store.usage(), (2, 200));
+        assert!(store.read(&d.sha256).is_some());
+        let mode = fs::metadata(dir.path().join("m/blobs").join(&d.sha256))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o444);
+    }
+
+    #[test]
+    fn a_blob_of_the_wrong_size_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("m"), 1000).unwrap());
+        let a = put(&store, dir.path(), "http://o/a", &[1; 100]);
+        let path = dir.path().join("m/blobs").join(&a.sha256);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&path, [1; 50]).unwrap();
+        assert!(store.read(&a.sha256).is_none());
+        assert!(store.lookup("http://o/a").is_none());
+        assert!(!path.exists());
+    }
+}
