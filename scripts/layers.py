@@ -28,6 +28,7 @@ LAYERS = [
     ("engine",),  # locks, reuse, transfers, ranges, unpacking
     ("plan",),  # declared URIs -> artifacts
     ("config",),  # flags, env twins, properties file, defaults
+    ("mirror",),  # the node-local mirror server (fetches origins through the sources)
     ("source",),  # one file per scheme behind one trait
     ("stage",),  # staging server, stores, upload client, the wire contract
     ("layout", "cli"),  # the on-disk layout; the clap definitions

@@ -17,6 +17,7 @@ mod image;
 mod integrity;
 mod jvm;
 mod maven;
+mod mirror;
 mod nginx;
 mod observability;
 mod outputs;

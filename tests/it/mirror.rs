@@ -1,0 +1,593 @@
+//! `mirror serve` and `fetch --mirror`: real fetch processes through a real
+//! mirror against nginx (origin requests counted in its access log) and the
+//! misbehaving server: coalescing, revalidation, pinned hits, eviction, restart,
+//! a damaged blob, a mirror killed mid-transfer, refused origins and redirects,
+//! and credentials that bypass the mirror.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::nginx::Nginx;
+use crate::support::server::{Fault, FaultServer};
+use crate::support::{data, sha256_hex, wait_for, Sandbox, BIN};
+
+/// A `mirror serve` subprocess on 127.0.0.1 with its stderr collected.
+struct Mirror {
+    child: Child,
+    addr: String,
+    dir: PathBuf,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Mirror {
+    fn start(dir: &Path, args: &[&str]) -> Mirror {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["mirror", "serve", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(dir)
+            .args(["--retry-delay", "10ms"])
+            .args(args);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("SPARK_LOCALIZER_")
+                || name.starts_with("AWS_")
+                || name == "RUST_LOG"
+            {
+                cmd.env_remove(&name);
+            }
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn spark-localizer mirror serve");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let mut pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let Some(addr) = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .map(str::to_owned)
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "no 'listening on' line (got {line:?})\n--- stderr ---\n{}",
+                String::from_utf8_lossy(&stderr.lock().unwrap())
+            );
+        };
+        Mirror {
+            child,
+            addr,
+            dir: dir.to_owned(),
+            stderr,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// (status, body) of a plain HTTP/1.1 request.
+    fn request(&self, method: &str, path_and_query: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        write!(
+            stream,
+            "{method} {path_and_query} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// The `/metrics` counters, by name without the common prefix.
+    fn metrics(&self) -> HashMap<String, u64> {
+        let (status, body) = self.request("GET", "/metrics");
+        assert_eq!(status, 200);
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (name, value) = l.split_once(' ')?;
+                let name = name.strip_prefix("spark_localizer_mirror_")?;
+                Some((name.to_owned(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn blobs(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.join("blobs"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default()
+    }
+
+    fn kill(&mut self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Origin GETs of `path` answered 200, per nginx's access log.
+fn origin_gets(nginx: &Nginx, path: &str) -> usize {
+    let prefix = format!("GET /{path} ");
+    nginx
+        .access_log()
+        .iter()
+        .filter(|l| l.starts_with(&prefix) && l.ends_with(" 200"))
+        .count()
+}
+
+/// A directory of jars served by nginx: (root, nginx, bodies by name).
+fn origin(jars: &[(&str, usize)]) -> Option<(tempfile::TempDir, Nginx, HashMap<String, Vec<u8>>)> {
+    let root = tempfile::tempdir().unwrap();
+    let mut bodies = HashMap::new();
+    for (i, (name, len)) in jars.iter().enumerate() {
+        let body = data(700 + i as u64, *len);
+        std::fs::write(root.path().join(name), &body).unwrap();
+        bodies.insert(name.to_string(), body);
+    }
+    let nginx = Nginx::start(root.path())?;
+    Some((root, nginx, bodies))
+}
+
+fn report_mirror(sb: &Sandbox, name: &str) -> String {
+    sb.artifact(name)["mirror"]
+        .as_str()
+        .unwrap_or("none")
+        .to_owned()
+}
+
+#[test]
+fn twenty_pods_at_once_cost_the_origin_one_get_per_jar() {
+    let Some((_root, nginx, bodies)) =
+        origin(&[("big.jar", 24 << 20), ("a.jar", 300_000), ("b.jar", 5_000)])
+    else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &nginx.url("/")]);
+    let jars = ["big.jar", "a.jar", "b.jar"]
+        .map(|n| nginx.url(n))
+        .join(",");
+    let pods: Vec<Sandbox> = (0..20).map(|_| Sandbox::new()).collect();
+    let running: Vec<_> = pods
+        .iter()
+        .map(|sb| {
+            sb.fetch()
+                .args(["--jars", &jars, "--mirror", &mirror.url()])
+                .start()
+        })
+        .collect();
+    for (sb, run) in pods.iter().zip(running) {
+        run.finish().expect_code(0);
+        for (name, body) in &bodies {
+            assert_eq!(&std::fs::read(sb.jar(name)).unwrap(), body, "{name}");
+            assert_eq!(report_mirror(sb, name), "served", "{name}");
+        }
+    }
+    for name in bodies.keys() {
+        assert_eq!(
+            origin_gets(&nginx, name),
+            1,
+            "{name}: {:?}",
+            nginx.access_log()
+        );
+    }
+    let m = mirror.metrics();
+    assert_eq!(m["misses_total"], 3, "{m:?}");
+    assert_eq!(
+        m["coalesced_total"] + m["revalidated_total"] + m["misses_total"],
+        60,
+        "every request joined a transfer or revalidated: {m:?}"
+    );
+    assert!(m["coalesced_total"] >= 1, "{m:?}");
+    let unique: u64 = bodies.values().map(|b| b.len() as u64).sum();
+    assert_eq!(m["origin_bytes_total"], unique, "{m:?}");
+    assert_eq!(m["served_bytes_total"], 20 * unique, "{m:?}");
+}
+
+#[test]
+fn revalidation_costs_the_origin_headers_and_a_pin_not_even_that() {
+    let Some((root, nginx, bodies)) = origin(&[("a.jar", 200_000)]) else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &nginx.url("/")]);
+    let uri = nginx.url("a.jar");
+    let fetch = |extra: &[&str]| {
+        let sb = Sandbox::new();
+        sb.fetch()
+            .args(["--jars", &uri, "--mirror", &mirror.url()])
+            .args(extra)
+            .run()
+            .expect_code(0);
+        sb
+    };
+    fetch(&[]);
+    assert_eq!(origin_gets(&nginx, "a.jar"), 1);
+    // Unpinned: a conditional HEAD, answered 304; no body leaves the origin.
+    let sb = fetch(&[]);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), bodies["a.jar"]);
+    assert_eq!(origin_gets(&nginx, "a.jar"), 1, "{:?}", nginx.access_log());
+    assert!(
+        nginx
+            .access_log()
+            .iter()
+            .any(|l| l.starts_with("HEAD /a.jar ") && l.ends_with(" 304")),
+        "{:?}",
+        nginx.access_log()
+    );
+    assert_eq!(mirror.metrics()["revalidated_total"], 1);
+    // Pinned: served by digest, the origin is not asked at all.
+    let before = nginx.access_log().len();
+    let pins = format!("{}  {uri}\n", sha256_hex(&bodies["a.jar"]));
+    let pinned = Sandbox::new();
+    let pins_file = pinned.write("pins", pins);
+    pinned
+        .fetch()
+        .args(["--jars", &uri, "--mirror", &mirror.url(), "--checksums"])
+        .arg(&pins_file)
+        .run()
+        .expect_code(0);
+    assert_eq!(report_mirror(&pinned, "a.jar"), "served");
+    assert_eq!(nginx.access_log().len(), before, "{:?}", nginx.access_log());
+    assert_eq!(mirror.metrics()["hits_total"], 1);
+    // Changed at the origin: the conditional request says so, the new bytes come.
+    std::thread::sleep(Duration::from_millis(1100));
+    let changed = data(9, 210_000);
+    std::fs::write(root.path().join("a.jar"), &changed).unwrap();
+    let sb = fetch(&[]);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), changed);
+    assert_eq!(origin_gets(&nginx, "a.jar"), 2, "{:?}", nginx.access_log());
+}
+
+#[test]
+fn the_store_stays_under_max_bytes_and_survives_a_restart() {
+    let Some((_root, nginx, bodies)) =
+        origin(&[("a.jar", 400_000), ("b.jar", 400_000), ("c.jar", 400_000)])
+    else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let args = ["--allow-origin", &nginx.url("/"), "--max-bytes", "1000000"];
+    let mut mirror = Mirror::start(store.path(), &args);
+    let mut pins = String::new();
+    for name in ["a.jar", "b.jar", "c.jar"] {
+        let sb = Sandbox::new();
+        sb.fetch()
+            .args(["--jars", &nginx.url(name), "--mirror", &mirror.url()])
+            .run()
+            .expect_code(0);
+        assert_eq!(std::fs::read(sb.jar(name)).unwrap(), bodies[name]);
+        pins.push_str(&format!(
+            "{}  {}\n",
+            sha256_hex(&bodies[name]),
+            nginx.url(name)
+        ));
+    }
+    // Two blobs fit: the least recently used (a) went.
+    let m = mirror.metrics();
+    assert_eq!((m["blobs"], m["stored_bytes"]), (2, 800_000), "{m:?}");
+    assert_eq!(mirror.blobs().len(), 2);
+    for blob in mirror.blobs() {
+        let mode = std::fs::metadata(&blob).unwrap().permissions().mode();
+        assert_eq!(mode & 0o222, 0, "{} is writable", blob.display());
+    }
+    mirror.kill("TERM");
+    let mirror = Mirror::start(store.path(), &args);
+    let before = nginx.access_log().len();
+    let sb = Sandbox::new();
+    let pins_file = sb.write("pins", &pins);
+    let jars = ["b.jar", "c.jar"].map(|n| nginx.url(n)).join(",");
+    sb.fetch()
+        .args(["--jars", &jars, "--mirror", &mirror.url(), "--checksums"])
+        .arg(&pins_file)
+        .run()
+        .expect_code(0);
+    assert_eq!(
+        nginx.access_log().len(),
+        before,
+        "held blobs survive a restart"
+    );
+    assert_eq!(mirror.metrics()["hits_total"], 2);
+}
+
+#[test]
+fn a_damaged_blob_is_caught_by_the_client_which_falls_back_and_the_mirror_drops_it() {
+    let Some((_root, nginx, bodies)) = origin(&[("a.jar", 300_000)]) else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &nginx.url("/")]);
+    let uri = nginx.url("a.jar");
+    Sandbox::new()
+        .fetch()
+        .args(["--jars", &uri, "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    let [blob] = mirror.blobs().try_into().unwrap();
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut damaged = bodies["a.jar"].clone();
+    damaged[1234] ^= 0xff;
+    std::fs::write(&blob, &damaged).unwrap();
+    let sb = Sandbox::new();
+    let pins = sb.write("pins", format!("{}  {uri}\n", sha256_hex(&bodies["a.jar"])));
+    let out = sb
+        .fetch()
+        .args(["--jars", &uri, "--mirror", &mirror.url(), "--checksums"])
+        .arg(&pins)
+        .run();
+    out.expect_code(0).expect_stderr("fetching from its origin");
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), bodies["a.jar"]);
+    assert_eq!(report_mirror(&sb, "a.jar"), "fallback");
+    assert!(sb.artifact("a.jar")["mirror_error"]
+        .as_str()
+        .unwrap()
+        .contains("sha256"));
+    assert!(
+        wait_for(Duration::from_secs(5), || !blob.exists()),
+        "the mirror dropped it"
+    );
+    assert_eq!(mirror.metrics()["corrupt_blobs_total"], 1);
+    // Unpinned, the mirror's announced digest catches it too; the next fill is whole.
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &uri, "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), bodies["a.jar"]);
+    assert_eq!(report_mirror(&sb, "a.jar"), "served");
+}
+
+#[test]
+fn a_mirror_killed_mid_transfer_sends_every_client_to_the_origin() {
+    let origin = FaultServer::start();
+    let body = data(41, 3 << 20);
+    origin.put("/slow.jar", body.clone());
+    origin.put("/quick.jar", data(42, 10_000));
+    // The mirror's transfer sends 1 MiB, then holds.
+    origin.on("/slow.jar", 1, Fault::Hold(1 << 20));
+    let store = tempfile::tempdir().unwrap();
+    let mut mirror = Mirror::start(store.path(), &["--allow-origin", &origin.url("/")]);
+    let jars = format!("{},{}", origin.url("/slow.jar"), origin.url("/quick.jar"));
+    let pods: Vec<Sandbox> = (0..3).map(|_| Sandbox::new()).collect();
+    let running: Vec<_> = pods
+        .iter()
+        .map(|sb| {
+            sb.fetch()
+                .args([
+                    "--jars",
+                    &jars,
+                    "--mirror",
+                    &mirror.url(),
+                    "--parallelism",
+                    "1",
+                ])
+                .start()
+        })
+        .collect();
+    assert!(
+        wait_for(Duration::from_secs(10), || mirror.metrics()
+            ["served_bytes_total"]
+            >= 3 << 19),
+        "the clients are receiving from the mirror"
+    );
+    mirror.kill("KILL");
+    for (sb, run) in pods.iter().zip(running) {
+        let out = run.finish();
+        out.expect_code(0).expect_stderr("unavailable");
+        assert_eq!(std::fs::read(sb.jar("slow.jar")).unwrap(), body);
+        assert_eq!(report_mirror(sb, "slow.jar"), "fallback");
+    }
+    origin.release();
+}
+
+#[test]
+fn origins_not_allowed_and_redirects_into_the_node_are_refused() {
+    let Some((_root, nginx, bodies)) = origin(&[("a.jar", 50_000)]) else {
+        return;
+    };
+    let other = FaultServer::start();
+    other.put("/b.jar", data(5, 20_000));
+    other.always(
+        "/meta",
+        Fault::Redirect(302, "http://169.254.169.254/latest/meta-data/".into()),
+    );
+    other.always(
+        "/private",
+        Fault::Redirect(302, "http://10.11.12.13/x.jar".into()),
+    );
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &nginx.url("/"),
+            "--allow-origin",
+            &other.url("/meta"),
+            "--allow-origin",
+            &other.url("/private"),
+        ],
+    );
+    // An origin not listed: refused, the client fetches it directly.
+    let sb = Sandbox::new();
+    let jars = format!("{},{}", nginx.url("a.jar"), other.url("/b.jar"));
+    sb.fetch()
+        .args(["--jars", &jars, "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), bodies["a.jar"]);
+    assert_eq!(report_mirror(&sb, "a.jar"), "served");
+    assert_eq!(report_mirror(&sb, "b.jar"), "fallback");
+    let why = sb.artifact("b.jar")["mirror_error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        why.contains("403") && why.contains("--allow-origin"),
+        "{why}"
+    );
+    // No open proxy, no metadata service, no other scheme.
+    for target in [
+        "http://169.254.169.254/latest/meta-data/",
+        "file:///etc/passwd",
+        "http://127.0.0.1:1/x",
+    ] {
+        let q = format!("/v1/fetch?uri={}", urlencode(target));
+        assert_eq!(mirror.request("GET", &q).0, 403, "{target}");
+    }
+    // An allowed origin redirecting into the node's link-local or private ranges.
+    for path in ["/meta", "/private"] {
+        let q = format!("/v1/fetch?uri={}", urlencode(&other.url(path)));
+        let (status, text) = mirror.request("GET", &q);
+        assert_eq!(status, 502, "{path}: {text}");
+        assert!(text.contains("refused"), "{path}: {text}");
+    }
+    assert!(mirror.metrics()["refused_total"] >= 3);
+}
+
+#[test]
+fn credentials_never_go_through_the_mirror() {
+    let origin = FaultServer::start();
+    origin.put("/a.jar", data(3, 40_000));
+    origin.put("/b.jar", data(4, 40_000));
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &origin.url("/")]);
+    let with_password = origin
+        .url("/a.jar")
+        .replace("http://", "http://user:s3cr3t-pw@");
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &with_password, "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(report_mirror(&sb, "a.jar"), "none");
+    // A header file (a token for the origin) makes every HTTP artifact credentialed.
+    let sb = Sandbox::new();
+    let headers = sb.write("headers", "Authorization: Bearer t0ken-value\n");
+    sb.fetch()
+        .args([
+            "--jars",
+            &origin.url("/b.jar"),
+            "--mirror",
+            &mirror.url(),
+            "--http-header-file",
+        ])
+        .arg(&headers)
+        .run()
+        .expect_code(0);
+    assert_eq!(report_mirror(&sb, "b.jar"), "none");
+    let m = mirror.metrics();
+    assert_eq!(
+        m["misses_total"] + m["refused_total"] + m["served_bytes_total"],
+        0,
+        "{m:?}"
+    );
+    for request in origin.requests() {
+        let agent = request.header("user-agent").unwrap_or_default().to_owned();
+        assert!(
+            request.header("authorization").is_some(),
+            "{agent}: the client itself fetched it"
+        );
+    }
+    let logs = mirror.stderr_text();
+    assert!(
+        !logs.contains("s3cr3t-pw") && !logs.contains("t0ken-value"),
+        "{logs}"
+    );
+    // A client asking the mirror with credentials in the URI is refused outright.
+    let q = format!("/v1/fetch?uri={}", urlencode(&with_password));
+    assert_eq!(mirror.request("GET", &q).0, 400);
+}
+
+#[test]
+fn mirror_serve_refuses_flags_that_cannot_work() {
+    let store = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["mirror", "serve", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(store.path())
+            .args(args)
+            .env_remove("SPARK_LOCALIZER_MIRROR_ALLOW_ORIGINS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-origin"));
+    let out = run(&[
+        "--allow-origin",
+        "ftp://x/",
+        "--allow-origin",
+        "https://u:p@repo/",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("scheme 'ftp'") && text.contains("credentials"),
+        "{text}"
+    );
+    assert!(!text.contains("u:p@"), "{text}");
+    // A --mirror that is not an http(s) URL is a usage error of fetch.
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", "http://127.0.0.1:1/a.jar", "--mirror", "s3://x"])
+        .run()
+        .expect_code(2);
+}
+
+/// Percent-encodes a query value.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
