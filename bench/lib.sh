@@ -41,7 +41,7 @@ pid $work/nginx.pid;
 error_log $work/nginx.err warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
+    ${NGINX_ACCESS_LOG:-access_log off;}
     client_body_temp_path $work/nginx-body;
     proxy_temp_path $work/nginx-proxy;
     fastcgi_temp_path $work/nginx-fastcgi;
