@@ -75,7 +75,7 @@ port_capped=$(NGINX_ACCESS_LOG="log_format sent '\$request_method \$uri \$status
 # origin_bytes LABEL: bytes nginx sent since the log was last emptied (then empties it).
 origin_bytes() {
     local sum
-    sum=$(awk '{ s += $4 } END { printf "%d", s }' "$work/access.log")
+    sum=$(awk '{ s += $4 } END { printf "%.0f", s }' "$work/access.log")
     [ -z "${KEEP:-}" ] || cp "$work/access.log" "$work/access.log.${1// /_}"
     : > "$work/access.log"
     echo "$sum"
@@ -103,13 +103,29 @@ stop_mirror() {
     mirror_pid=""
 }
 
-# run_pods N [FLAG...]: N pods at once from $jar_list; prints their wall seconds;
-# checks each pod's jars against the pins, and that none fell back to the origin.
+# cpu_to FILE: CPU seconds (user + system) of this shell's finished children, plus the
+# mirror's so far, into FILE (run in this shell: `times` in a subshell, as in $(...),
+# knows none of these children).
+cpu_to() {
+    local mirror=0
+    times > "$work/times"
+    if [ -n "$mirror_pid" ] && [ -r "/proc/$mirror_pid/stat" ]; then
+        mirror=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$mirror_pid/stat")
+    fi
+    tail -n 1 "$work/times" | awk -v m="$mirror" '{ for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } } END { printf "%.3f\n", s + m }' > "$1"
+}
+
+# run_pods N [FLAG...]: N pods at once from $jar_list; prints their wall seconds and
+# the CPU seconds they and the mirror used; checks each pod's jars against the pins,
+# and that none fell back to the origin.
 run_pods() {
     local n=$1 i start end failed=0
     shift
     rm -rf "$work/pods"
     mkdir -p "$work/pods"
+    # Dirty pages of the last run are not this run's cost.
+    sync
+    cpu_to "$work/cpu0"
     start=$(date +%s.%N)
     for i in $(seq "$n"); do
         "$bin" fetch -q --no-progress --jars "$jar_list" --checksums "$data/w1.sha256" \
@@ -120,6 +136,7 @@ run_pods() {
         wait -n || failed=1
     done
     end=$(date +%s.%N)
+    cpu_to "$work/cpu1"
     [ "$failed" = 0 ] || { cat "$work"/pods/*.log >&2; echo "a pod failed" >&2; exit 1; }
     for i in $(seq "$n"); do
         (cd "$work/pods/$i/jars" && sha256sum -c --quiet --strict "$data/w1.sha256" >/dev/null) || {
@@ -132,7 +149,7 @@ run_pods() {
         grep -h -o '"mirror_error": *"[^"]*"' "$work"/pods/*/jars/spark-localizer-report.json | head -3 >&2
         exit 1
     fi
-    echo "$end - $start" | bc -l
+    printf '%.3f %.3f\n' "$(echo "$end - $start" | bc -l)" "$(echo "$(cat "$work/cpu1") - $(cat "$work/cpu0")" | bc -l)"
 }
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { printf "%.3f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -141,29 +158,38 @@ verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t + 1e-9) ? "met" : "mi
 # bench_origin LABEL URL: every mode, ROUNDS times, against the origin at URL.
 bench_origin() {
     local label=$1 origin=$2 r mode m
-    declare -A secs=() bytes=()
+    declare -A secs=() cpu=() bytes=()
+    local took
     # nginx serves $data: the jars are under /w1/.
     jar_list=$(cd "$data/w1" && ls -- *.jar | sed "s#^#$origin/w1/#" | paste -sd, -)
     local modes=("one pod alone" "$pods direct" "$pods via mirror" "one via warm mirror")
     for r in $(seq "$rounds"); do
         echo "==> $label origin, round $r of $rounds: $pods pods, $jars jars ($((unique / 1048576)) MiB)" >&2
         : > "$work/access.log"
-        secs["one pod alone"]+="$(run_pods 1) "
+        took=$(run_pods 1)
+        secs["one pod alone"]+="${took% *} "
+        cpu["one pod alone"]+="${took#* } "
         bytes["one pod alone"]=$(origin_bytes "one pod alone")
-        secs["$pods direct"]+="$(run_pods "$pods") "
+        took=$(run_pods "$pods")
+        secs["$pods direct"]+="${took% *} "
+        cpu["$pods direct"]+="${took#* } "
         bytes["$pods direct"]=$(origin_bytes "$pods direct")
         start_mirror "$origin"
-        secs["$pods via mirror"]+="$(run_pods "$pods" --mirror "$mirror_url") "
+        took=$(run_pods "$pods" --mirror "$mirror_url")
+        secs["$pods via mirror"]+="${took% *} "
+        cpu["$pods via mirror"]+="${took#* } "
         bytes["$pods via mirror"]=$(origin_bytes "$pods via mirror")
-        secs["one via warm mirror"]+="$(run_pods 1 --mirror "$mirror_url") "
+        took=$(run_pods 1 --mirror "$mirror_url")
+        secs["one via warm mirror"]+="${took% *} "
+        cpu["one via warm mirror"]+="${took#* } "
         bytes["one via warm mirror"]=$(origin_bytes "one via warm mirror")
         stop_mirror
     done
-    printf '\n%s origin\n%-22s %10s %14s %12s\n' "$label" "mode" "wall s" "origin MiB" "x unique"
+    printf '\n%s origin (%s cores)\n%-22s %10s %12s %14s %12s\n' "$label" "$(nproc)" "mode" "wall s" "CPU s" "origin MiB" "x unique"
     for mode in "${modes[@]}"; do
         m=$(echo "${secs[$mode]}" | median)
-        printf '%-22s %10s %14.1f %12.2f\n' "$mode" "$m" "$(echo "${bytes[$mode]} / 1048576" | bc -l)" \
-            "$(echo "${bytes[$mode]} / $unique" | bc -l)"
+        printf '%-22s %10s %12s %14.1f %12.2f\n' "$mode" "$m" "$(echo "${cpu[$mode]}" | median)" \
+            "$(echo "${bytes[$mode]} / 1048576" | bc -l)" "$(echo "${bytes[$mode]} / $unique" | bc -l)"
     done
     local alone via direct ratio origin_ratio
     alone=$(echo "${secs["one pod alone"]}" | median)
@@ -173,6 +199,11 @@ bench_origin() {
     origin_ratio=$(echo "${bytes["$pods via mirror"]} / $unique" | bc -l)
     printf '%s pods via the mirror / one pod alone: %.2fx (target <= 1.5: %s); / %s direct: %.2fx\n' \
         "$pods" "$ratio" "$(verdict "$ratio" 1.5)" "$pods" "$(echo "$via / $direct" | bc -l)"
+    # The pods' own work (receive, hash, write: every pod verifies every byte) and the
+    # mirror's, spread over every core: no mirror can beat this floor.
+    printf 'CPU floor of %s pods via the mirror: %.2f s (their CPU s / %s cores); wall / floor: %.2fx\n' \
+        "$pods" "$(echo "$(echo "${cpu["$pods via mirror"]}" | median) / $(nproc)" | bc -l)" "$(nproc)" \
+        "$(echo "$via / ($(echo "${cpu["$pods via mirror"]}" | median) / $(nproc))" | bc -l)"
     printf 'origin bytes via the mirror / unique bytes: %.2fx (target 1.00: %s)\n' "$origin_ratio" "$(verdict "$origin_ratio" 1.0)"
     awk -v v="$origin_ratio" 'BEGIN { exit (v <= 1.0 + 1e-9) ? 0 : 1 }' || {
         echo "the origin sent more than the unique bytes through the mirror" >&2

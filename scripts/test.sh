@@ -104,5 +104,7 @@ echo "==> bench/stage-downloads.sh --quick"
 SPARK_LOCALIZER_BIN="${PWD}/target/debug/spark-localizer" bash bench/stage-downloads.sh --quick </dev/null
 echo "==> bench/peers.sh --quick"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/peers.sh --quick </dev/null
+echo "==> bench/mirror.sh --quick"
+SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/mirror.sh --quick </dev/null
 echo "==> bench/packages.sh --quick"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/packages.sh --quick </dev/null

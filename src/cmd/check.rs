@@ -46,6 +46,9 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     if !inspected.is_empty() {
         out(&format!("servers:\n{}\n", inspected.join("\n")));
     }
+    if let Some(mirror) = sources.mirror() {
+        out(&describe_mirror(mirror, &plan, &sources).await);
+    }
     let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     out(&text);
     if failed == 0 {
@@ -317,6 +320,46 @@ fn describe_credentials(out: &mut String, s: &Settings, plan: &Plan, sources: &S
     if !any {
         let _ = writeln!(out, "  none found");
     }
+}
+
+/// `--mirror`: whether it answers, and which artifacts `fetch` would ask of it.
+async fn describe_mirror(
+    mirror: &crate::source::mirror::MirrorSource,
+    plan: &Plan,
+    sources: &Sources,
+) -> String {
+    let mut out = format!("mirror {}: ", mirror.shown());
+    match mirror.health().await {
+        Ok(took) => {
+            let _ = writeln!(out, "healthy (/healthz in {})", format_duration(took));
+        }
+        Err(why) => {
+            let _ = writeln!(
+                out,
+                "UNREACHABLE ({why}); fetch would warn once and take every artifact from its origin"
+            );
+        }
+    }
+    for a in plan
+        .artifacts
+        .iter()
+        .filter(|a| matches!(a.target, Target::Fetch { .. }))
+    {
+        let route = if sources
+            .via_mirror(a.scheme, &a.uri, a.pin.as_ref())
+            .is_some()
+        {
+            if a.pin.is_some() {
+                "asked of the mirror first (pinned: served by digest when held)"
+            } else {
+                "asked of the mirror first (revalidated with the origin when held)"
+            }
+        } else {
+            "from its origin (fetched with credentials, or a scheme the mirror does not serve)"
+        };
+        let _ = writeln!(out, "  {}: {route}", a.display_uri);
+    }
+    out
 }
 
 /// Every artifact of the plan: what it is, where it goes, where it was declared.

@@ -112,6 +112,25 @@ impl MirrorSource {
         }))
     }
 
+    /// Asks the mirror's `/healthz` (for `check`): how long it took, or why not.
+    pub(crate) async fn health(&self) -> Result<Duration, String> {
+        let mut url = self.base.clone();
+        url.set_path(&format!(
+            "{}/healthz",
+            self.base.path().trim_end_matches('/')
+        ));
+        let started = std::time::Instant::now();
+        match tokio::time::timeout(self.timeout, self.client.get(url).send()).await {
+            Err(_) => Err(format!(
+                "no answer within {} (--mirror-timeout)",
+                crate::util::duration::format_duration(self.timeout)
+            )),
+            Ok(Err(e)) => Err(crate::util::redact::error_chain(&e.without_url())),
+            Ok(Ok(r)) if r.status().is_success() => Ok(started.elapsed()),
+            Ok(Ok(r)) => Err(format!("/healthz answered {}", r.status())),
+        }
+    }
+
     /// The bytes the mirror sent for `uri` did not hash to what it announced:
     /// ask it to check that blob (it hashes it again itself and drops it if
     /// damaged). Best effort, within the answer timeout.

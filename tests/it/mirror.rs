@@ -572,6 +572,28 @@ fn mirror_serve_refuses_flags_that_cannot_work() {
         "{text}"
     );
     assert!(!text.contains("u:p@"), "{text}");
+    // A store that cannot be created is a local I/O problem.
+    let out = Command::new(BIN)
+        .args([
+            "mirror",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dir",
+            "/proc/self/no-such-store",
+            "--allow-origin",
+            "http://127.0.0.1:1/",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dir /proc/self/no-such-store"));
     // A --mirror that is not an http(s) URL is a usage error of fetch.
     let sb = Sandbox::new();
     sb.fetch()
@@ -590,4 +612,49 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[test]
+fn check_says_whether_the_mirror_answers_and_what_would_go_through_it() {
+    let origin = FaultServer::start();
+    origin.put("/a.jar", data(6, 1000));
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &origin.url("/")]);
+    let jars = format!(
+        "{},{}",
+        origin.url("/a.jar"),
+        origin
+            .url("/a.jar")
+            .replace("http://", "http://u:pw@")
+            .replace("a.jar", "a.jar#b.jar")
+    );
+    let sb = Sandbox::new();
+    let out = sb
+        .check()
+        .args(["--jars", &jars, "--mirror", &mirror.url()])
+        .run();
+    out.expect_code(0);
+    let text = out.stdout.clone();
+    assert!(
+        text.contains(&format!("mirror {}/: healthy", mirror.url())),
+        "{text}"
+    );
+    assert!(text.contains("a.jar: asked of the mirror first"), "{text}");
+    assert!(
+        text.contains("b.jar: from its origin (fetched with credentials"),
+        "{text}"
+    );
+    let out = sb
+        .check()
+        .args([
+            "--jars",
+            &origin.url("/a.jar"),
+            "--mirror",
+            &crate::support::server::refused_url("/"),
+            "--mirror-timeout",
+            "2s",
+        ])
+        .run();
+    out.expect_code(0);
+    assert!(out.stdout.contains("UNREACHABLE"), "{}", out.stdout);
 }

@@ -43,6 +43,9 @@ const EXPECTED: &[&str] = &[
     "staging-server/secret.yaml",
     "staging-server/rbac.yaml",
     "spark-operator/sparkapplication.yaml",
+    "mirror/daemonset.yaml",
+    "mirror/service.yaml",
+    "mirror/executor.yaml",
 ];
 
 /// Volumes Spark adds to the pod itself, which a template may mount without declaring.
@@ -219,6 +222,7 @@ fn mount_at<'a>(container: &'a Value, path: &str) -> Option<&'a str> {
 struct Checker {
     fetch: (BTreeSet<String>, BTreeSet<String>),
     serve: (BTreeSet<String>, BTreeSet<String>),
+    mirror: (BTreeSet<String>, BTreeSet<String>),
     /// (kind, name) of every ConfigMap / Secret defined under pod-templates/.
     defined: BTreeSet<(String, String)>,
     problems: Vec<String>,
@@ -235,10 +239,11 @@ impl Checker {
         let (sub, (flags, envs)) = match args.as_slice() {
             ["fetch", ..] => ("fetch", self.fetch.clone()),
             ["stage", "serve", ..] => ("stage serve", self.serve.clone()),
+            ["mirror", "serve", ..] => ("mirror serve", self.mirror.clone()),
             _ => {
                 self.problem(
                     where_,
-                    format!("args {args:?}: expected fetch or stage serve"),
+                    format!("args {args:?}: expected fetch, stage serve or mirror serve"),
                 );
                 return;
             }
@@ -523,6 +528,7 @@ fn templates_use_only_what_the_binary_accepts_and_share_the_jars_dir() {
     let mut check = Checker {
         fetch: accepted(&["fetch"]),
         serve: accepted(&["stage", "serve"]),
+        mirror: accepted(&["mirror", "serve"]),
         defined,
         problems: Vec::new(),
     };
@@ -543,7 +549,7 @@ fn templates_use_only_what_the_binary_accepts_and_share_the_jars_dir() {
                     check.spark_application(path, doc);
                     seen += 1;
                 }
-                "Deployment" => {
+                "Deployment" | "DaemonSet" => {
                     check.deployment(path, doc);
                     seen += 1;
                 }
