@@ -139,9 +139,17 @@ async fn run(
             "the origin's bytes hash to {sha256}, not the sha256 {expected} asked for; not kept"
         ));
     }
+    // Verified: the answers in progress may end now (they read the temp file);
+    // publishing (an fsync and a rename) is not their wait.
+    let done = State::Done {
+        sha256: sha256.clone(),
+        size,
+        revalidated: false,
+    };
+    tx.send_replace(done.clone());
     let entry = IndexEntry {
         uri: uri.to_string(),
-        sha256: sha256.clone(),
+        sha256,
         size,
         validator,
     };
@@ -154,11 +162,7 @@ async fn run(
         // Served from the temp file all the same; only the cache missed out.
         warn!(uri = %uri, "mirror: cannot keep the blob: {e}");
     }
-    Ok(State::Done {
-        sha256,
-        size,
-        revalidated: false,
-    })
+    Ok(done)
 }
 
 /// Streams the origin into `writer`, retrying transient failures (resuming when

@@ -140,6 +140,18 @@ impl Store {
                 );
             }
             store.evict(&mut lru);
+            // Index entries of blobs no longer held are of no use.
+            let mut forgotten = 0;
+            for entry in fs::read_dir(&store.index)?.flatten() {
+                let held = fs::read(entry.path())
+                    .ok()
+                    .and_then(|text| serde_json::from_slice::<IndexEntry>(&text).ok())
+                    .is_some_and(|e| lru.blobs.contains_key(&e.sha256));
+                if !held && fs::remove_file(entry.path()).is_ok() {
+                    forgotten += 1;
+                }
+            }
+            debug!("mirror: {forgotten} index entries without a blob removed");
             info!(
                 "mirror store {}: {} blob(s), {} bytes (at most {})",
                 dir.display(),
@@ -248,10 +260,10 @@ impl Store {
                 },
             );
         }
-        let json = serde_json::to_vec(entry).map_err(io::Error::other)?;
-        crate::layout::write_atomic(&self.index_path(&entry.uri), &json, true)?;
         self.evict(&mut lru);
-        Ok(())
+        drop(lru);
+        let json = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        crate::layout::write_atomic(&self.index_path(&entry.uri), &json, true)
     }
 
     /// Forgets the blob `sha256` (found damaged).
