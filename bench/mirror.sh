@@ -127,13 +127,15 @@ run_pods() {
     sync
     cpu_to "$work/cpu0"
     start=$(date +%s.%N)
+    local pids=()
     for i in $(seq "$n"); do
         "$bin" fetch -q --no-progress --jars "$jar_list" --checksums "$data/w1.sha256" \
             --jars-dir "$work/pods/$i/jars" --files-dir "$work/pods/$i/files" "$@" \
             >"$work/pods/$i.log" 2>&1 </dev/null &
+        pids+=($!)
     done
-    for i in $(seq "$n"); do
-        wait -n || failed=1
+    for i in "${pids[@]}"; do
+        wait "$i" || failed=1
     done
     end=$(date +%s.%N)
     cpu_to "$work/cpu1"

@@ -23,6 +23,9 @@ use super::Mirror;
 use crate::retry::RetryPolicy;
 use crate::source::{OpenRequest, Source, SourceError};
 
+/// Bytes received between two announcements of a fill's progress.
+const ANNOUNCE_STEP: u64 = 256 << 10;
+
 /// Where a fill is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum State {
@@ -182,6 +185,8 @@ async fn transfer(
     let mut validator: Option<String> = None;
     let mut size: Option<u64> = None;
     let mut attempt = 0u32;
+    // What the joiners were told is readable.
+    let mut announced = 0u64;
     loop {
         attempt += 1;
         let resumable = written > 0 && validator.is_some();
@@ -230,9 +235,13 @@ async fn transfer(
                         ),
                     ));
                 }
-                // Joiners may read what is flushed.
-                out.flush().map_err(local)?;
-                tx.send_replace(State::Streaming { written, size });
+                // Joiners may read what is flushed: announced in steps, so that
+                // each wakes once per step, not once per network chunk.
+                if written - announced >= ANNOUNCE_STEP || size == Some(written) {
+                    out.flush().map_err(local)?;
+                    announced = written;
+                    tx.send_replace(State::Streaming { written, size });
+                }
             }
             match size {
                 Some(s) if written < s => Err(SourceError::new(
@@ -257,6 +266,7 @@ async fn transfer(
             out.get_mut().rewind().map_err(|e| local(e).describe())?;
             hasher = Sha256::new();
             written = 0;
+            announced = 0;
             tx.send_replace(State::Failed(
                 "the origin's body changed during the transfer".to_owned(),
             ));

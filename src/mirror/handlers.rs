@@ -309,7 +309,10 @@ fn fill_stream(
                         return Some((Err(io::Error::other(message.clone())), None));
                     }
                 };
-                if at < available {
+                // While the transfer runs, wait for a whole chunk (a wake-up and a
+                // read per network chunk would cost more than the bytes).
+                let whole = matches!(current, FillState::Done { .. }) || available - at >= CHUNK;
+                if at < available && whole {
                     let n = (available - at).min(CHUNK);
                     return match read_at(fill.file.clone(), at, n).await {
                         Ok(bytes) => {
