@@ -464,8 +464,8 @@ pub(crate) struct MirrorServeArgs {
     #[arg(long, env = env::MIRROR_MAX_BYTES, default_value_t = 10 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_bytes: u64,
 
-    /// An origin the mirror may fetch from: a URI prefix such as https://repo1.maven.org/maven2/,
-    /// s3://bucket/prefix or hdfs://nameservice/path (repeatable; env: comma-separated).
+    /// An origin the mirror may fetch from: a URI prefix such as https://repo1.maven.org/maven2/
+    /// or s3://bucket/prefix (repeatable; env: comma-separated).
     /// Anything else is refused (403): the mirror is no open proxy.
     #[arg(long = "allow-origin", env = env::MIRROR_ALLOW_ORIGINS, value_name = "URI", action = ArgAction::Append, value_delimiter = ',', required = true)]
     pub allow_origins: Vec<String>,

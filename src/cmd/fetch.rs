@@ -252,7 +252,12 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
             match &settings.mirror {
                 None => Some(sources),
                 Some((url, timeout)) => {
-                    match MirrorSource::new(url.clone(), &settings.http, *timeout) {
+                    match MirrorSource::new(
+                        url.clone(),
+                        &settings.http,
+                        *timeout,
+                        settings.stall_timeout,
+                    ) {
                         Ok(mirror) => Some(sources.with_mirror(mirror)),
                         Err(e) => {
                             report(vec![config_message(&e.into())]);

@@ -151,7 +151,7 @@ pub(super) async fn fetch_one(
     if !matches!(artifact.target, Target::Fetch { .. }) {
         return Outcome::new(Status::Local);
     }
-    let mut fell_back = None;
+    let mut fell_back = sources.mirror_skipped(artifact.scheme, &artifact.uri);
     if let Some(mirror) = sources.via_mirror(artifact.scheme, &artifact.uri, artifact.pin.as_ref())
     {
         let once = SoFar::new(RetryPolicy {

@@ -98,9 +98,12 @@ impl AllowList {
         let Some(host) = uri.host_str().map(str::to_ascii_lowercase) else {
             return false;
         };
-        // The url crate has already resolved dot segments; an encoded one is refused.
         let path = uri.path();
-        if path.to_ascii_lowercase().contains("%2e%2e") {
+        if !plain_path(path)
+            || uri.query().is_some()
+            || !uri.username().is_empty()
+            || uri.password().is_some()
+        {
             return false;
         }
         self.0.iter().any(|a| {
@@ -141,15 +144,26 @@ impl AllowList {
             .join(", ")
     }
 
-    /// Whether a redirect to `next` may be followed: an allowed host, or a host
-    /// whose literal address is public (names are checked when resolved, by
-    /// [`GuardedResolver`]).
+    /// Whether a redirect to `next` may be followed: a URI under an allowed
+    /// origin, or one on another host whose literal address is public (names are
+    /// checked when resolved, by [`GuardedResolver`]); never with credentials.
     pub(crate) fn redirect_allowed(&self, next: &Url) -> Result<(), String> {
         let Some(host) = next.host() else {
             return Err("a redirect without a host".to_owned());
         };
-        if self.lists_host(&host.to_string()) {
+        if !next.username().is_empty() || next.password().is_some() {
+            return Err("a redirect carrying credentials".to_owned());
+        }
+        if self.permits(next) {
             return Ok(());
+        }
+        // A listed host is trusted for its listed ports and paths only: an open
+        // redirect there must not reach its other ports or paths.
+        if self.lists_host(&host.to_string()) {
+            return Err(format!(
+                "a redirect to {}, not under any --allow-origin",
+                crate::util::redact::redact_url(next.as_str())
+            ));
         }
         let ip = match host {
             url::Host::Domain(_) => return Ok(()),
@@ -164,6 +178,22 @@ impl AllowList {
             ))
         }
     }
+}
+
+/// Whether `path` means what it says to any server: no segment that decodes to
+/// `.` or `..` or holds an encoded `/`, `\`, `%` (double encoding) or `;` (path
+/// parameters some servers strip), no backslash. Origins decode these; the
+/// allow-list's prefix check must see what they will.
+fn plain_path(path: &str) -> bool {
+    path.split('/').all(|segment| {
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+        let raw = segment.to_ascii_lowercase();
+        !(decoded == "."
+            || decoded == ".."
+            || decoded.contains(['/', '\\', ';'])
+            || raw.contains("%25")
+            || raw.contains('\\'))
+    })
 }
 
 /// Whether `ip` is a public unicast address: not loopback, private, link-local,
@@ -262,6 +292,19 @@ mod tests {
         assert!(ok("s3://jars/team-a/x.jar"));
         assert!(!ok("s3://jars/team-b/x.jar"));
         assert!(!ok("file:///etc/passwd"));
+        for sneaky in [
+            "https://repo.example.com/maven2/..%2fsecret",
+            "https://repo.example.com/maven2/..%252fsecret",
+            "https://repo.example.com/maven2/.%2e%2fsecret",
+            "https://repo.example.com/maven2/%2e./x",
+            "https://repo.example.com/maven2/x/..%2f..%2fsecret",
+            "https://repo.example.com/maven2/..%5csecret",
+            "https://repo.example.com/maven2/..;/secret",
+            "https://repo.example.com/maven2/a.jar?token=x",
+            "https://u:p@repo.example.com/maven2/a.jar",
+        ] {
+            assert!(!ok(sneaky), "{sneaky}");
+        }
         assert!(!ok("http://169.254.169.254/latest/meta-data/"));
     }
 
@@ -296,8 +339,19 @@ mod tests {
         }
         let allow = list(&["http://127.0.0.1:8080/"]);
         assert!(allow
-            .redirect_allowed(&Url::parse("http://127.0.0.1:9999/x").unwrap())
+            .redirect_allowed(&Url::parse("http://127.0.0.1:8080/y").unwrap())
             .is_ok());
+        // A listed host's other ports and paths are not reachable by redirect.
+        assert!(allow
+            .redirect_allowed(&Url::parse("http://127.0.0.1:9999/x").unwrap())
+            .is_err());
+        let narrow = list(&["http://127.0.0.1:8080/repo/"]);
+        assert!(narrow
+            .redirect_allowed(&Url::parse("http://127.0.0.1:8080/secret").unwrap())
+            .is_err());
+        assert!(narrow
+            .redirect_allowed(&Url::parse("http://u:p@127.0.0.1:8080/repo/a").unwrap())
+            .is_err());
         assert!(allow
             .redirect_allowed(&Url::parse("http://169.254.169.254/x").unwrap())
             .is_err());

@@ -52,13 +52,11 @@ pub(super) struct Fill {
     pub state: watch::Receiver<State>,
 }
 
-/// Starts the fill of `uri` (`expected` is the sha256 its first request named,
-/// `known` what the store holds for it) on its own task: it goes on when the
+/// Starts the fill of `uri` (`known` is what the store holds for it) on its own task: it goes on when the
 /// requests that wanted it go away.
 pub(super) fn start(
     mirror: &Arc<Mirror>,
     uri: Url,
-    expected: Option<String>,
     known: Option<IndexEntry>,
 ) -> Result<Arc<Fill>, std::io::Error> {
     let temp = tempfile::Builder::new()
@@ -76,16 +74,7 @@ pub(super) fn start(
     let mirror = mirror.clone();
     tokio::spawn(async move {
         let key = uri.to_string();
-        let end = run(
-            &mirror,
-            &uri,
-            expected,
-            known,
-            writer,
-            temp.to_path_buf(),
-            &tx,
-        )
-        .await;
+        let end = run(&mirror, &uri, known, writer, temp.to_path_buf(), &tx).await;
         let end = match end {
             Ok(done) => done,
             Err(message) => {
@@ -106,7 +95,6 @@ pub(super) fn start(
 async fn run(
     mirror: &Arc<Mirror>,
     uri: &Url,
-    expected: Option<String>,
     known: Option<IndexEntry>,
     writer: File,
     temp: PathBuf,
@@ -137,11 +125,9 @@ async fn run(
         .map_err(|_| "the mirror is stopping".to_owned())?;
     mirror.metrics.misses.inc();
     let (sha256, size, validator) = transfer(mirror, &source, uri, writer, tx).await?;
-    if let Some(expected) = expected.filter(|e| *e != sha256) {
-        return Err(format!(
-            "the origin's bytes hash to {sha256}, not the sha256 {expected} asked for; not kept"
-        ));
-    }
+    // Kept under their own digest whatever a request expected: each answer
+    // whose expectation differs is cut alone (a stale pin must not cost the
+    // others their transfer, nor the origin another one).
     // Verified: the answers in progress may end now (they read the temp file);
     // publishing (an fsync and a rename) is not their wait.
     let done = State::Done {

@@ -24,6 +24,8 @@ use crate::util::redact::redact_url;
 
 /// Bytes read from disk per chunk sent.
 const CHUNK: u64 = 256 << 10;
+/// An answer's headers go out within this long, decided or not.
+const HEADERS_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A plain-text answer (refusals, failures).
 fn said(status: StatusCode, message: String) -> Response {
@@ -46,6 +48,12 @@ fn query(uri: &Uri) -> Result<(Url, Option<String>), String> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(
             "uri= carries credentials; the mirror never uses a client's credentials".to_owned(),
+        );
+    }
+    if url.query().is_some() {
+        return Err(
+            "uri= has a query string, where tokens and signatures live; the mirror does not take them"
+                .to_owned(),
         );
     }
     let sha256 = match sha256 {
@@ -86,7 +94,7 @@ pub(super) async fn fetch(
             return serve_blob(&mirror, reading, &headers, "hit");
         }
     }
-    let (fill, joined) = match mirror.join_or_start(&source, expected.clone()) {
+    let (fill, joined) = match mirror.join_or_start(&source) {
         Ok(started) => started,
         Err(e) => {
             return said(
@@ -100,17 +108,35 @@ pub(super) async fn fetch(
     }
     let mut state = fill.state.clone();
     let ranged = headers.contains_key(header::RANGE);
-    // Wait until there is something to serve (a range only from a whole blob).
-    let current = state
-        .wait_for(|s| match s {
+    let cache = if joined { "coalesced" } else { "miss" };
+    // Wait until there is something to serve (a range only from a whole blob),
+    // but answer within HEADERS_WITHIN all the same: a transfer waiting for an
+    // origin slot or a slow revalidation must not look like a mirror that hangs.
+    let waited = tokio::time::timeout(
+        HEADERS_WITHIN,
+        state.wait_for(|s| match s {
             FillState::Starting => false,
             FillState::Streaming { .. } => !ranged,
             _ => true,
-        })
-        .await
-        .map(|s| s.clone())
-        .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned()));
-    let cache = if joined { "coalesced" } else { "miss" };
+        }),
+    )
+    .await;
+    let current = match waited {
+        Ok(decided) => decided
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned())),
+        Err(_) => {
+            let builder = known_digest(Response::builder(), expected.as_deref(), cache);
+            return builder
+                .status(StatusCode::OK)
+                .body(Body::from_stream(decided_body(
+                    mirror.clone(),
+                    fill,
+                    expected,
+                )))
+                .unwrap_or_else(|e| said(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()));
+        }
+    };
     match current {
         FillState::Failed(message) => said(StatusCode::BAD_GATEWAY, format!("{shown}: {message}")),
         FillState::Done {
@@ -189,8 +215,8 @@ fn serve_blob(
                 .into_response()
         }
     };
-    let file = match reading.file.try_clone() {
-        Ok(file) => Arc::new(file),
+    let body = match blob_stream(mirror.clone(), reading, start, end) {
+        Ok(body) => body,
         Err(e) => {
             return said(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -198,11 +224,6 @@ fn serve_blob(
             )
         }
     };
-    // The reading guard lives as long as the body: the blob is not evicted meanwhile.
-    let body = file_range(mirror.clone(), file, start, end).map(move |chunk| {
-        let _held = &reading;
-        chunk
-    });
     builder
         .status(status)
         .header(header::CONTENT_LENGTH, end - start)
@@ -210,32 +231,89 @@ fn serve_blob(
         .unwrap_or_else(|e| said(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// Bytes `start..end` of `file`, read on the blocking pool a chunk at a time.
-fn file_range(
+/// The body of a held blob's bytes `start..end`; the reading guard lives as long
+/// as the body, so the blob is not evicted meanwhile.
+fn blob_stream(
     mirror: Arc<Mirror>,
-    file: Arc<std::fs::File>,
+    reading: Reading,
     start: u64,
     end: u64,
+) -> io::Result<impl Stream<Item = io::Result<Bytes>> + Send> {
+    let chunks = blob_bytes(&reading, start, end)?;
+    Ok(futures_util::stream::iter(chunks).map(move |chunk| {
+        let _held = &reading;
+        mirror.metrics.served_bytes.add(chunk.len() as u64);
+        Ok::<_, io::Error>(chunk)
+    }))
+}
+
+/// The body of an answer sent before its transfer was decided: it waits for the
+/// decision, then streams the blob (unchanged or published), the transfer as it
+/// fills, or ends short on failure or on a digest that is not the one asked for.
+fn decided_body(
+    mirror: Arc<Mirror>,
+    fill: Arc<Fill>,
+    expected: Option<String>,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send {
-    futures_util::stream::unfold(start, move |at| {
-        let file = file.clone();
-        let mirror = mirror.clone();
-        async move {
-            if at >= end {
-                return None;
+    use futures_util::stream::BoxStream;
+    let failed = |why: String| -> BoxStream<'static, io::Result<Bytes>> {
+        futures_util::stream::once(async move { Err(io::Error::other(why)) }).boxed()
+    };
+    futures_util::stream::once(async move {
+        let mut state = fill.state.clone();
+        let decided = state
+            .wait_for(|s| !matches!(s, FillState::Starting))
+            .await
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned()));
+        match decided {
+            FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| *e != sha256) => {
+                failed(format!("the origin has sha256 {sha256}"))
             }
-            let n = (end - at).min(CHUNK);
-            let chunk = read_at(file, at, n).await;
-            if let Ok(bytes) = &chunk {
-                mirror.metrics.served_bytes.add(bytes.len() as u64);
-            }
-            let next = match &chunk {
-                Ok(bytes) => at + bytes.len() as u64,
-                Err(_) => end,
-            };
-            Some((chunk, next))
+            FillState::Done {
+                sha256,
+                size,
+                revalidated,
+            } => match mirror.store.read(&sha256) {
+                Some(reading) => match blob_stream(mirror, reading, 0, size) {
+                    Ok(body) => body.boxed(),
+                    Err(e) => failed(e.to_string()),
+                },
+                None if !revalidated => fill_stream(mirror, fill, expected).boxed(),
+                None => failed("the blob was evicted".to_owned()),
+            },
+            FillState::Streaming { .. } => fill_stream(mirror, fill, expected).boxed(),
+            FillState::Failed(message) => failed(message),
+            FillState::Starting => failed("the transfer never started".to_owned()),
         }
     })
+    .flatten()
+}
+
+/// Bytes `start..end` of a held blob, in chunks of the mapped file: the socket
+/// writes copy them straight from the page cache (no read into a buffer, no
+/// blocking-pool hop per chunk).
+fn blob_bytes(reading: &Reading, start: u64, end: u64) -> io::Result<Vec<Bytes>> {
+    if start >= end {
+        return Ok(Vec::new());
+    }
+    // SAFETY: blobs are read-only files (0444) the mirror published by rename and
+    // never writes, truncates or reuses; a damaged one is unlinked, which leaves the
+    // mapping valid. Only another process with write access (the operator) could
+    // shrink one under the map.
+    let map = unsafe { memmap2::Mmap::map(&reading.file)? };
+    if (map.len() as u64) < end {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the blob is shorter than recorded",
+        ));
+    }
+    let _ = map.advise(memmap2::Advice::Sequential);
+    let all = Bytes::from_owner(map).slice(start as usize..end as usize);
+    Ok((0..all.len())
+        .step_by(CHUNK as usize)
+        .map(|at| all.slice(at..(at + CHUNK as usize).min(all.len())))
+        .collect())
 }
 
 async fn read_at(file: Arc<std::fs::File>, at: u64, n: u64) -> io::Result<Bytes> {

@@ -88,11 +88,7 @@ impl Mirror {
     }
 
     /// The fill in progress for `uri`, or a new one; true when joined.
-    fn join_or_start(
-        self: &Arc<Self>,
-        uri: &Url,
-        expected: Option<String>,
-    ) -> io::Result<(Arc<fill::Fill>, bool)> {
+    fn join_or_start(self: &Arc<Self>, uri: &Url) -> io::Result<(Arc<fill::Fill>, bool)> {
         let key = uri.to_string();
         // Held while the fill starts: it cannot finish (and leave the map) before
         // it is in it.
@@ -100,12 +96,11 @@ impl Mirror {
         if let Some(fill) = fills.get(&key) {
             return Ok((fill.clone(), true));
         }
-        // With a digest asked for and not held, there is nothing to revalidate.
-        let known = match expected {
-            None => self.store.lookup(&key),
-            Some(_) => None,
-        };
-        let fill = fill::start(self, uri.clone(), expected, known)?;
+        // What the store holds for the URI is revalidated first, also when a
+        // request asks for another digest: unchanged, the origin's bytes are
+        // known not to be those, and nothing is fetched again.
+        let known = self.store.lookup(&key);
+        let fill = fill::start(self, uri.clone(), known)?;
         fills.insert(key, fill.clone());
         Ok((fill, false))
     }

@@ -81,6 +81,19 @@ impl Drop for Reading {
     }
 }
 
+/// Bytes an unprivileged writer may still use on the file system of `dir`.
+#[allow(clippy::useless_conversion)] // the field types differ between targets
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+}
+
 fn is_sha256(name: &str) -> bool {
     name.len() == 64
         && name
@@ -92,7 +105,7 @@ impl Store {
     /// Opens (creating) `dir`: empties `tmp/`, learns the blobs and their last use,
     /// and evicts down to `max_bytes`.
     pub(super) fn open(dir: &Path, max_bytes: u64) -> io::Result<Store> {
-        let store = Store {
+        let mut store = Store {
             blobs: dir.join("blobs"),
             index: dir.join("index"),
             tmp: dir.join("tmp"),
@@ -123,6 +136,20 @@ impl Store {
             ));
         }
         found.sort();
+        // A --max-bytes the volume cannot hold would fail every transfer once the
+        // disk fills up, with nothing evicted: keep to what fits.
+        if let Some(free) = free_bytes(dir) {
+            let held: u64 = found.iter().map(|(_, _, size)| size).sum();
+            let room = (held + free) / 20 * 19;
+            if room < store.max_bytes {
+                warn!(
+                    "mirror: --max-bytes {} is more than {} can hold ({held} bytes held, {free} free); keeping the blobs under {room} bytes",
+                    store.max_bytes,
+                    dir.display()
+                );
+                store.max_bytes = room;
+            }
+        }
         {
             let mut lru = store.lru.lock().expect("lock");
             for (touched, name, size) in found {

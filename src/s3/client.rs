@@ -300,6 +300,11 @@ fn time_limit(c: &Credentials) -> (Duration, &'static str) {
 /// each source has its own time limit ([`METADATA_TIMEOUT`], [`STS_TIMEOUT`]). A
 /// final failure is remembered for the bucket: the next artifacts fail at once.
 pub(crate) async fn credentials(b: &Bucket, uri: &Url) -> Result<(), SourceError> {
+    // Unsigned requests need none (asking the store would walk the default chain,
+    // the instance metadata service included).
+    if matches!(b.config.credentials, Credentials::Anonymous) {
+        return Ok(());
+    }
     let shown = crate::util::redact::redact_url(uri.as_str());
     let remembered = b.credential_failure.lock().expect("lock").clone();
     if let Some((kind, message, hint)) = remembered {

@@ -232,9 +232,13 @@ impl Source for HttpSource {
         true
     }
 
-    /// A password or user in the URI, or any header of --http-header-file.
+    /// A password or user in the URI, a query string (presigned URLs and tokens
+    /// live there), or any header of --http-header-file.
     fn credentialed(&self, uri: &Url) -> bool {
-        !uri.username().is_empty() || uri.password().is_some() || !self.headers.is_empty()
+        !uri.username().is_empty()
+            || uri.password().is_some()
+            || uri.query().is_some()
+            || !self.headers.is_empty()
     }
 
     /// A conditional HEAD: 304 means unchanged (an ETag is asked with

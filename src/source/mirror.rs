@@ -55,6 +55,9 @@ pub(crate) struct MirrorSource {
     base: Url,
     client: reqwest::Client,
     timeout: Duration,
+    /// A body that sends nothing for this long marks the mirror failed (a bit
+    /// under the engine's stall timeout, which would only fail the artifact).
+    stall: Duration,
     down: Mutex<Option<String>>,
     /// The sha256 the mirror announced per URI, to report a damaged blob.
     announced: Mutex<std::collections::HashMap<String, String>>,
@@ -65,6 +68,7 @@ impl MirrorSource {
         base: Url,
         http: &HttpConfig,
         timeout: Duration,
+        stall_timeout: Duration,
     ) -> Result<Self, HttpSetupError> {
         let config = HttpConfig {
             headers: Vec::new(),
@@ -75,6 +79,7 @@ impl MirrorSource {
             base,
             client: crate::net::client(&config)?,
             timeout,
+            stall: stall_timeout.mul_f64(0.9),
             down: Mutex::new(None),
             announced: Mutex::new(Default::default()),
         })
@@ -239,6 +244,35 @@ impl MirrorSource {
     }
 }
 
+/// `stream`, ended by an error that marks the mirror failed when it sends nothing
+/// for the mirror's stall limit: a mirror that hangs mid-body costs one stall,
+/// not one per artifact.
+fn stalls_fail_the_mirror(
+    mirror: Arc<MirrorSource>,
+    uri: Url,
+    stream: super::ByteStream,
+) -> super::ByteStream {
+    futures_util::stream::unfold(Some(stream), move |state| {
+        let mirror = mirror.clone();
+        let uri = uri.clone();
+        async move {
+            let mut stream = state?;
+            match tokio::time::timeout(mirror.stall, stream.next()).await {
+                Ok(Some(item)) => Some((item, Some(stream))),
+                Ok(None) => None,
+                Err(_) => {
+                    let reason = format!(
+                        "sent nothing for {} in the middle of a body",
+                        crate::util::duration::format_duration(mirror.stall)
+                    );
+                    Some((Err(mirror.unavailable(&uri, reason)), None))
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
 /// One artifact asked of the mirror.
 struct Via {
     mirror: Arc<MirrorSource>,
@@ -286,14 +320,26 @@ impl Source for Via {
         } else {
             (0, length)
         };
-        // The blob's digest is its validator: a resume continues the same bytes.
-        let validator = text(header::ETAG.as_str()).filter(|e| !e.starts_with("W/"));
-        if let Some(sha256) = text(SHA256_HEADER) {
+        // The sha256 the mirror vouches for (its header, else a strong ETag that
+        // is one) is the validator the engine checks the bytes against, and
+        // what a resume must continue.
+        let is_sha = |t: &str| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit());
+        let announced = text(SHA256_HEADER)
+            .map(|t| t.trim().to_ascii_lowercase())
+            .filter(|t| is_sha(t))
+            .or_else(|| {
+                text(header::ETAG.as_str())
+                    .filter(|e| !e.starts_with("W/"))
+                    .map(|e| e.trim_matches('"').to_ascii_lowercase())
+                    .filter(|t| is_sha(t))
+            });
+        let validator = announced.as_ref().map(|sha| format!("\"{sha}\""));
+        if let Some(sha256) = &announced {
             self.mirror
                 .announced
                 .lock()
                 .expect("lock")
-                .insert(uri.to_string(), sha256);
+                .insert(uri.to_string(), sha256.clone());
         }
         let meta = Meta {
             size,
@@ -319,7 +365,7 @@ impl Source for Via {
         Ok(Body {
             meta,
             offset,
-            stream: stream.boxed(),
+            stream: stalls_fail_the_mirror(self.mirror.clone(), uri.clone(), stream.boxed()),
         })
     }
 

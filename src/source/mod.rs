@@ -208,13 +208,27 @@ impl Sources {
         pin: Option<&[u8; 32]>,
     ) -> Option<Arc<dyn Source>> {
         let mirror = self.mirror.as_ref()?;
-        if !matches!(scheme, Scheme::Http | Scheme::Https | Scheme::S3) {
-            return None;
-        }
-        if self.get(scheme)?.credentialed(uri) {
+        if !self.mirror_serves(scheme, uri) {
             return None;
         }
         mirror.route(pin)
+    }
+
+    /// Whether the mirror would serve an artifact at `uri` (HTTP(S) or S3,
+    /// fetched without credentials), were it up.
+    fn mirror_serves(&self, scheme: Scheme, uri: &Url) -> bool {
+        matches!(scheme, Scheme::Http | Scheme::Https | Scheme::S3)
+            && self
+                .get(scheme)
+                .is_some_and(|source| !source.credentialed(uri))
+    }
+
+    /// Why the mirror was not asked for an artifact it serves: it failed earlier
+    /// in this run.
+    pub(crate) fn mirror_skipped(&self, scheme: Scheme, uri: &Url) -> Option<String> {
+        let down = self.mirror.as_ref()?.down()?;
+        self.mirror_serves(scheme, uri)
+            .then(|| format!("not asked: the mirror failed earlier in this run ({down})"))
     }
 
     /// What every source picked for the plan, as `check` prints it (see

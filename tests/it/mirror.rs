@@ -14,8 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::nginx::Nginx;
+use crate::support::seaweed::Seaweed;
 use crate::support::server::{Fault, FaultServer};
 use crate::support::{data, sha256_hex, wait_for, Sandbox, BIN};
+
+/// The header the mirror announces a blob's sha256 in.
+const SHA_HEADER: &str = "x-spark-localizer-sha256";
 
 /// A `mirror serve` subprocess on 127.0.0.1 with its stderr collected.
 struct Mirror {
@@ -27,6 +31,10 @@ struct Mirror {
 
 impl Mirror {
     fn start(dir: &Path, args: &[&str]) -> Mirror {
+        Mirror::start_with_env(dir, args, &[])
+    }
+
+    fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Mirror {
         let mut cmd = Command::new(BIN);
         cmd.args(["mirror", "serve", "--listen", "127.0.0.1:0", "--dir"])
             .arg(dir)
@@ -40,6 +48,7 @@ impl Mirror {
                 cmd.env_remove(&name);
             }
         }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -92,8 +101,14 @@ impl Mirror {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
-    /// (status, body) of a plain HTTP/1.1 request.
+    /// (status, body as text) of a plain HTTP/1.1 request.
     fn request(&self, method: &str, path_and_query: &str) -> (u16, String) {
+        let (status, body) = self.request_bytes(method, path_and_query);
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// (status, body bytes) of a plain HTTP/1.1 request.
+    fn request_bytes(&self, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         write!(
             stream,
@@ -101,18 +116,19 @@ impl Mirror {
             self.addr
         )
         .unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let status = text
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(raw.len(), |p| p + 4);
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let status = head
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        (status, raw[split..].to_vec())
     }
 
     /// The `/metrics` counters, by name without the common prefix.
@@ -657,4 +673,274 @@ fn check_says_whether_the_mirror_answers_and_what_would_go_through_it() {
         .run();
     out.expect_code(0);
     assert!(out.stdout.contains("UNREACHABLE"), "{}", out.stdout);
+}
+
+#[test]
+fn encoded_dots_slashes_and_redirects_cannot_leave_an_allowed_prefix() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("repo")).unwrap();
+    std::fs::write(root.path().join("repo/a.jar"), data(1, 1000)).unwrap();
+    std::fs::write(root.path().join("secret.txt"), "SECRET").unwrap();
+    let Some(nginx) = Nginx::start(root.path()) else {
+        return;
+    };
+    let redirector = FaultServer::start();
+    redirector.always(
+        "/r/other-path",
+        Fault::Redirect(302, nginx.url("secret.txt")),
+    );
+    let other_port = FaultServer::start();
+    other_port.put("/internal", "INTERNAL");
+    redirector.always(
+        "/r/other-port",
+        Fault::Redirect(302, other_port.url("/internal")),
+    );
+    redirector.always(
+        "/r/credentials",
+        Fault::Redirect(
+            302,
+            nginx.url("repo/a.jar").replace("http://", "http://u:pw@"),
+        ),
+    );
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &nginx.url("repo/"),
+            "--allow-origin",
+            &redirector.url("/r/"),
+        ],
+    );
+    let get = |uri: &str| mirror.request("GET", &format!("/v1/fetch?uri={}", urlencode(uri)));
+    assert_eq!(get(&nginx.url("repo/a.jar")).0, 200);
+    for sneaky in [
+        "repo/..%2fsecret.txt",
+        "repo/..%252fsecret.txt",
+        "repo/.%2e%2fsecret.txt",
+        "repo/%2e./secret.txt",
+        "repo/x/..%2f..%2fsecret.txt",
+        "repo/..%5csecret.txt",
+        "repo/..;/secret.txt",
+    ] {
+        let (status, body) = get(&nginx.url(sneaky));
+        assert_eq!(status, 403, "{sneaky}: {body}");
+        assert!(!body.contains("SECRET"), "{sneaky}");
+    }
+    // A listed host (127.0.0.1) is trusted for its listed ports and paths only.
+    for path in ["/r/other-path", "/r/other-port", "/r/credentials"] {
+        let (status, body) = get(&redirector.url(path));
+        assert_eq!(status, 502, "{path}: {body}");
+        assert!(
+            !body.contains("SECRET") && !body.contains("INTERNAL"),
+            "{path}: {body}"
+        );
+    }
+    assert!(
+        origin_gets(&nginx, "secret.txt") == 0,
+        "{:?}",
+        nginx.access_log()
+    );
+}
+
+#[test]
+fn a_stale_pin_is_cut_alone_and_costs_the_origin_nothing_more() {
+    let Some((_root, nginx, bodies)) = origin(&[("a.jar", 100_000)]) else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &nginx.url("/")]);
+    let uri = urlencode(&nginx.url("a.jar"));
+    let stale = "0".repeat(64);
+    let (status, _) = mirror.request("GET", &format!("/v1/fetch?uri={uri}&sha256={stale}"));
+    assert_eq!(status, 502);
+    // The bytes were kept under their own digest: unpinned and rightly pinned
+    // requests get them without another transfer, and the stale pin again costs
+    // the origin a conditional request, not a body.
+    let (status, body) = mirror.request_bytes("GET", &format!("/v1/fetch?uri={uri}"));
+    assert_eq!((status, body.len()), (200, 100_000));
+    let right = sha256_hex(&bodies["a.jar"]);
+    assert_eq!(
+        mirror
+            .request("GET", &format!("/v1/fetch?uri={uri}&sha256={right}"))
+            .0,
+        200
+    );
+    assert_eq!(
+        mirror
+            .request("GET", &format!("/v1/fetch?uri={uri}&sha256={stale}"))
+            .0,
+        502
+    );
+    assert_eq!(origin_gets(&nginx, "a.jar"), 1, "{:?}", nginx.access_log());
+}
+
+#[test]
+fn a_mirror_that_lies_or_hangs_mid_body_costs_one_stall_and_never_a_wrong_byte() {
+    let origin = FaultServer::start();
+    let bodies: Vec<Vec<u8>> = (0..6).map(|i| data(80 + i, 50_000)).collect();
+    for (i, body) in bodies.iter().enumerate() {
+        origin.put(&format!("/j{i}.jar"), body.clone());
+    }
+    let jars: Vec<String> = (0..6).map(|i| origin.url(&format!("/j{i}.jar"))).collect();
+    // A mirror announcing the right digest in its header (no ETag) with other bytes.
+    let liar = FaultServer::start();
+    liar.always(
+        "/v1/fetch",
+        Fault::StatusBody(
+            200,
+            vec![(SHA_HEADER.into(), sha256_hex(&bodies[0]))],
+            "not the jar".into(),
+        ),
+    );
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &jars[0], "--mirror", &liar.url("/")])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("j0.jar")).unwrap(), bodies[0]);
+    assert_eq!(report_mirror(&sb, "j0.jar"), "fallback");
+    // A mirror that sends a little and then nothing: the first artifacts wait one
+    // stall, the mirror is dropped, the rest come straight from the origin.
+    let hanging = FaultServer::start();
+    hanging.put("/v1/fetch", data(9, 100_000));
+    hanging.always(
+        "/v1/fetch",
+        Fault::StallAfter(1000, Duration::from_secs(60)),
+    );
+    let sb = Sandbox::new();
+    let started = std::time::Instant::now();
+    let out = sb
+        .fetch()
+        .args([
+            "--jars",
+            &jars.join(","),
+            "--mirror",
+            &hanging.url("/"),
+            "--parallelism",
+            "2",
+            "--stall-timeout",
+            "2s",
+        ])
+        .run();
+    out.expect_code(0).expect_stderr("in the middle of a body");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    for (i, body) in bodies.iter().enumerate() {
+        assert_eq!(&std::fs::read(sb.jar(&format!("j{i}.jar"))).unwrap(), body);
+    }
+    let skipped = sb.artifact("j5.jar")["mirror_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(skipped.contains("not asked"), "{skipped}");
+}
+
+#[test]
+fn a_busy_mirror_answers_in_time_and_is_not_dropped() {
+    let origin = FaultServer::start();
+    let slow = data(11, 400_000);
+    origin.put("/slow.jar", slow.clone());
+    origin.put("/quick.jar", data(12, 20_000));
+    origin.on("/slow.jar", 1, Fault::Hold(1000));
+    let store = tempfile::tempdir().unwrap();
+    // One origin transfer at a time: quick.jar waits for slow.jar's slot.
+    let mirror = Mirror::start(
+        store.path(),
+        &["--allow-origin", &origin.url("/"), "--parallelism", "1"],
+    );
+    let jars = format!("{},{}", origin.url("/slow.jar"), origin.url("/quick.jar"));
+    let sb = Sandbox::new();
+    let run = sb
+        .fetch()
+        .args([
+            "--jars",
+            &jars,
+            "--mirror",
+            &mirror.url(),
+            "--mirror-timeout",
+            "2s",
+            "--parallelism",
+            "2",
+        ])
+        .start();
+    std::thread::sleep(Duration::from_secs(4));
+    origin.release();
+    let out = run.finish();
+    out.expect_code(0);
+    assert!(!out.stderr.contains("unavailable"), "{}", out.stderr);
+    assert_eq!(std::fs::read(sb.jar("slow.jar")).unwrap(), slow);
+    assert_eq!(report_mirror(&sb, "slow.jar"), "served");
+    assert_eq!(report_mirror(&sb, "quick.jar"), "served");
+    assert_eq!(origin.gets("/quick.jar").len(), 1);
+}
+
+#[test]
+fn an_anonymous_bucket_goes_through_the_mirror_and_a_credentialed_one_does_not() {
+    let Some(sw) = Seaweed::start() else { return };
+    sw.create_bucket(Seaweed::PUBLIC_BUCKET);
+    let body = data(21, 300_000);
+    sw.put(Seaweed::PUBLIC_BUCKET, "spark/a.jar", &body);
+    let store = tempfile::tempdir().unwrap();
+    let props = store.path().join("anonymous.properties");
+    std::fs::write(
+        &props,
+        "spark.hadoop.fs.s3a.aws.credentials.provider=org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider\n",
+    )
+    .unwrap();
+    let mut cmd_env = vec![
+        ("AWS_ENDPOINT_URL", sw.endpoint()),
+        ("AWS_ALLOW_HTTP", "true".to_owned()),
+    ];
+    // No instance metadata service to fall back on: an anonymous read needs none.
+    cmd_env.push(("AWS_EC2_METADATA_DISABLED", "true".to_owned()));
+    let mirror = Mirror::start_with_env(
+        store.path().join("m").as_path(),
+        &[
+            "--allow-origin",
+            "s3://public/spark/",
+            "--properties-file",
+            props.to_str().unwrap(),
+        ],
+        &cmd_env,
+    );
+    let uri = format!("s3a://{}/spark/a.jar", Seaweed::PUBLIC_BUCKET);
+    for _ in 0..2 {
+        let sb = Sandbox::new();
+        let mut run = sb.fetch().args([
+            "--jars",
+            &uri,
+            "--mirror",
+            &mirror.url(),
+            "--properties-file",
+            props.to_str().unwrap(),
+        ]);
+        for (k, v) in &cmd_env {
+            run = run.env(k, v);
+        }
+        run.run().expect_code(0);
+        assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), body);
+        assert_eq!(report_mirror(&sb, "a.jar"), "served");
+    }
+    let m = mirror.metrics();
+    assert_eq!(
+        (m["misses_total"], m["origin_bytes_total"]),
+        (1, 300_000),
+        "{m:?}"
+    );
+    // With keys, the client fetches the bucket itself.
+    let sb = Sandbox::new();
+    let mut run = sb
+        .fetch()
+        .args(["--jars", &uri, "--mirror", &mirror.url()])
+        .env("AWS_ACCESS_KEY_ID", Seaweed::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", Seaweed::SECRET_KEY);
+    for (k, v) in &cmd_env {
+        run = run.env(k, v);
+    }
+    run.run().expect_code(0);
+    assert_eq!(report_mirror(&sb, "a.jar"), "none");
 }

@@ -5,7 +5,7 @@
 //! would default to port + 10000); the Iceberg and Lance listeners and telemetry
 //! are off. Data lives in a temp dir. One S3 identity ([`Seaweed::ACCESS_KEY`] /
 //! [`Seaweed::SECRET_KEY`]) is configured, so SigV4 signatures are checked and
-//! anonymous requests refused. Clients must use path-style URLs
+//! anonymous requests refused, except reads of [`Seaweed::PUBLIC_BUCKET`]. Clients must use path-style URLs
 //! (`http://127.0.0.1:PORT/bucket/key`): no `-s3.domainName` is set, so a
 //! virtual-hosted `Host: bucket.…` is ignored and the first path segment is taken
 //! as the bucket.
@@ -90,6 +90,8 @@ impl Seaweed {
     /// The one identity's keys (actions Admin, Read, Write, List, Tagging).
     pub const ACCESS_KEY: &'static str = "slaccess";
     pub const SECRET_KEY: &'static str = "slsecret0123456789";
+    /// The one bucket anonymous requests may read (when created).
+    pub const PUBLIC_BUCKET: &'static str = "public";
     /// Any region is accepted; this is the one the helpers sign with.
     pub const REGION: &'static str = "us-east-1";
 
@@ -519,7 +521,8 @@ fn knows_flag(help: &str, flag: &str) -> bool {
     })
 }
 
-/// The S3 identities file: one identity allowed everything, no anonymous access.
+/// The S3 identities file: one identity allowed everything; anonymous requests
+/// may only read the bucket [`Seaweed::PUBLIC_BUCKET`].
 fn identities() -> String {
     serde_json::json!({
         "identities": [{
@@ -529,6 +532,9 @@ fn identities() -> String {
                 "secretKey": Seaweed::SECRET_KEY,
             }],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }, {
+            "name": "anonymous",
+            "actions": [format!("Read:{}", Seaweed::PUBLIC_BUCKET)],
         }]
     })
     .to_string()
