@@ -65,7 +65,7 @@ trap cleanup EXIT
 # worst case for a mirror: the pods' own hashing and writing, which no mirror
 # removes, is all there is), and one capped per connection like a remote
 # repository or object store (ORIGIN_RATE, nginx limit_rate).
-rate="${ORIGIN_RATE:-8m}"
+rate="${ORIGIN_RATE:-2m}"
 port_fast=$(NGINX_ACCESS_LOG="log_format sent '\$request_method \$uri \$status \$body_bytes_sent'; access_log $work/access.log sent;" \
     start_nginx "$work" "$data")
 mkdir -p "$work/capped"
@@ -112,7 +112,7 @@ cpu_to() {
     if [ -n "$mirror_pid" ] && [ -r "/proc/$mirror_pid/stat" ]; then
         mirror=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$mirror_pid/stat")
     fi
-    tail -n 1 "$work/times" | awk -v m="$mirror" '{ for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } } END { printf "%.3f\n", s + m }' > "$1"
+    tail -n 1 "$work/times" | awk -v m="$mirror" '{ for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } } END { printf "%.3f %.3f\n", s, m }' > "$1"
 }
 
 # run_pods N [FLAG...]: N pods at once from $jar_list; prints their wall seconds and
@@ -151,7 +151,10 @@ run_pods() {
         grep -h -o '"mirror_error": *"[^"]*"' "$work"/pods/*/jars/spark-localizer-report.json | head -3 >&2
         exit 1
     fi
-    printf '%.3f %.3f\n' "$(echo "$end - $start" | bc -l)" "$(echo "$(cat "$work/cpu1") - $(cat "$work/cpu0")" | bc -l)"
+    local p0 m0 p1 m1
+    read -r p0 m0 < "$work/cpu0"
+    read -r p1 m1 < "$work/cpu1"
+    printf '%.3f %.3f %.3f\n' "$(echo "$end - $start" | bc -l)" "$(echo "$p1 - $p0" | bc -l)" "$(echo "$m1 - $m0" | bc -l)"
 }
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { printf "%.3f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -160,7 +163,7 @@ verdict() { awk -v v="$1" -v t="$2" 'BEGIN { print (v <= t + 1e-9) ? "met" : "mi
 # bench_origin LABEL URL: every mode, ROUNDS times, against the origin at URL.
 bench_origin() {
     local label=$1 origin=$2 r mode m
-    declare -A secs=() cpu=() bytes=()
+    declare -A secs=() cpu=() mcpu=() bytes=()
     local took
     # nginx serves $data: the jars are under /w1/.
     jar_list=$(cd "$data/w1" && ls -- *.jar | sed "s#^#$origin/w1/#" | paste -sd, -)
@@ -169,28 +172,37 @@ bench_origin() {
         echo "==> $label origin, round $r of $rounds: $pods pods, $jars jars ($((unique / 1048576)) MiB)" >&2
         : > "$work/access.log"
         took=$(run_pods 1)
-        secs["one pod alone"]+="${took% *} "
-        cpu["one pod alone"]+="${took#* } "
+        read -r t_wall t_pods t_mirror <<< "$took"
+        secs["one pod alone"]+="$t_wall "
+        cpu["one pod alone"]+="$(echo "$t_pods + $t_mirror" | bc -l) "
+        mcpu["one pod alone"]+="$t_mirror "
         bytes["one pod alone"]=$(origin_bytes "one pod alone")
         took=$(run_pods "$pods")
-        secs["$pods direct"]+="${took% *} "
-        cpu["$pods direct"]+="${took#* } "
+        read -r t_wall t_pods t_mirror <<< "$took"
+        secs["$pods direct"]+="$t_wall "
+        cpu["$pods direct"]+="$(echo "$t_pods + $t_mirror" | bc -l) "
+        mcpu["$pods direct"]+="$t_mirror "
         bytes["$pods direct"]=$(origin_bytes "$pods direct")
         start_mirror "$origin"
         took=$(run_pods "$pods" --mirror "$mirror_url")
-        secs["$pods via mirror"]+="${took% *} "
-        cpu["$pods via mirror"]+="${took#* } "
+        read -r t_wall t_pods t_mirror <<< "$took"
+        secs["$pods via mirror"]+="$t_wall "
+        cpu["$pods via mirror"]+="$(echo "$t_pods + $t_mirror" | bc -l) "
+        mcpu["$pods via mirror"]+="$t_mirror "
         bytes["$pods via mirror"]=$(origin_bytes "$pods via mirror")
         took=$(run_pods 1 --mirror "$mirror_url")
-        secs["one via warm mirror"]+="${took% *} "
-        cpu["one via warm mirror"]+="${took#* } "
+        read -r t_wall t_pods t_mirror <<< "$took"
+        secs["one via warm mirror"]+="$t_wall "
+        cpu["one via warm mirror"]+="$(echo "$t_pods + $t_mirror" | bc -l) "
+        mcpu["one via warm mirror"]+="$t_mirror "
         bytes["one via warm mirror"]=$(origin_bytes "one via warm mirror")
         stop_mirror
     done
-    printf '\n%s origin (%s cores)\n%-22s %10s %12s %14s %12s\n' "$label" "$(nproc)" "mode" "wall s" "CPU s" "origin MiB" "x unique"
+    printf '\n%s origin (%s cores)\n%-22s %8s %8s %10s %12s %10s\n' "$label" "$(nproc)" "mode" "wall s" "CPU s" "of mirror" "origin MiB" "x unique"
     for mode in "${modes[@]}"; do
         m=$(echo "${secs[$mode]}" | median)
-        printf '%-22s %10s %12s %14.1f %12.2f\n' "$mode" "$m" "$(echo "${cpu[$mode]}" | median)" \
+        printf '%-22s %8s %8s %10s %12.1f %10.2f\n' "$mode" "$m" "$(echo "${cpu[$mode]}" | median)" \
+            "$(echo "${mcpu[$mode]}" | median)" \
             "$(echo "${bytes[$mode]} / 1048576" | bc -l)" "$(echo "${bytes[$mode]} / $unique" | bc -l)"
     done
     local alone via direct ratio origin_ratio
