@@ -125,11 +125,11 @@ async fn run(
         .map_err(|_| "the mirror is stopping".to_owned())?;
     mirror.metrics.misses.inc();
     let (sha256, size, validator) = transfer(mirror, &source, uri, writer, tx).await?;
-    // Kept under their own digest whatever a request expected: each answer
+    // The digest is known: the answers in progress may end now (they read the
+    // temp file); publishing (an fsync and a rename) is not their wait. The bytes
+    // are kept under their own digest whatever a request expected: an answer
     // whose expectation differs is cut alone (a stale pin must not cost the
     // others their transfer, nor the origin another one).
-    // Verified: the answers in progress may end now (they read the temp file);
-    // publishing (an fsync and a rename) is not their wait.
     let done = State::Done {
         sha256: sha256.clone(),
         size,

@@ -156,6 +156,13 @@ pub(super) async fn fetch(
             let cache = if revalidated { "revalidated" } else { cache };
             match mirror.store.read(&sha256) {
                 Some(reading) => serve_blob(&mirror, reading, &headers, cache),
+                // Unchanged at the origin, but evicted since: nothing holds it now.
+                // (409: a client retries this artifact at its origin, and keeps
+                // asking the mirror for the others.)
+                None if revalidated => said(
+                    StatusCode::CONFLICT,
+                    format!("{shown}: evicted while it was revalidated; ask again"),
+                ),
                 // Not kept (larger than the store, or evicted already): the
                 // transfer's own file still holds it.
                 None => serve_fill(&mirror, fill, expected.or(Some(sha256)), Some(size), cache),
