@@ -5,7 +5,7 @@
 //! and credentials that bypass the mirror.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::support::nginx::Nginx;
 use crate::support::seaweed::Seaweed;
 use crate::support::server::{Fault, FaultServer};
-use crate::support::{data, sha256_hex, wait_for, Sandbox, BIN};
+use crate::support::{data, sha256_hex, wait_for, Listening, Sandbox, BIN};
 
 /// The header the mirror announces a blob's sha256 in.
 const SHA_HEADER: &str = "x-spark-localizer-sha256";
@@ -49,47 +49,12 @@ impl Mirror {
             }
         }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn spark-localizer mirror serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-            }
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        let Some(addr) = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .map(str::to_owned)
-        else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "no 'listening on' line (got {line:?})\n--- stderr ---\n{}",
-                String::from_utf8_lossy(&stderr.lock().unwrap())
-            );
-        };
+        let server = Listening::spawn(cmd);
         Mirror {
-            child,
-            addr,
+            child: server.child,
+            addr: server.addr,
             dir: dir.to_owned(),
-            stderr,
+            stderr: server.stderr,
         }
     }
 

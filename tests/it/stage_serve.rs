@@ -3,7 +3,7 @@
 //! plain TCP and TLS on 127.0.0.1: round trip, ranges, HEAD, DELETE, refusals,
 //! a crash mid-upload, expiry, metrics, and no secret in the logs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::pki::Pki;
-use crate::support::{data, sha256_hex, wait_for, BIN};
+use crate::support::{data, sha256_hex, wait_for, Listening, BIN};
 
 const OWNER: &str =
     r#"{"namespace":"spark","labels":{"spark-app-selector":"app-1"},"ownerType":"Pod"}"#;
@@ -48,53 +48,14 @@ impl Stage {
                 cmd.env_remove(&name);
             }
         }
-        cmd.envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn spark-localizer stage serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
-        let drain = std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-            }
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let mut stage = Stage {
-            child,
-            addr: String::new(),
-            stderr,
-            drain: Some(drain),
-        };
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|url| url.split_once("://"))
-            .map(|(_, addr)| addr.to_owned());
-        match addr {
-            Some(addr) => stage.addr = addr,
-            None => {
-                let _ = stage.child.kill();
-                panic!(
-                    "no 'listening on' line (got {line:?})\n--- stderr ---\n{}",
-                    stage.stderr_text()
-                );
-            }
+        cmd.envs(env.iter().copied());
+        let server = Listening::spawn(cmd);
+        Stage {
+            child: server.child,
+            addr: server.addr,
+            stderr: server.stderr,
+            drain: server.drain,
         }
-        stage
     }
 
     pub(crate) fn stderr_text(&self) -> String {

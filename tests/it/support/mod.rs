@@ -539,3 +539,64 @@ pub fn is_root() -> bool {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
 }
+
+/// A server subprocess (`stage serve`, `mirror serve`) that printed its
+/// `listening on SCHEME://ADDR` line; its stderr is collected as it comes.
+pub struct Listening {
+    pub child: Child,
+    /// `host:port` from the listening line.
+    pub addr: String,
+    pub stderr: Arc<Mutex<Vec<u8>>>,
+    pub drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Listening {
+    /// Spawns `cmd` (stdout and stderr piped here) and waits up to 20 s for its
+    /// listening line; panics with its stderr when none comes.
+    pub fn spawn(mut cmd: Command) -> Listening {
+        use std::io::BufRead;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn the server");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let mut pipe = child.stderr.take().unwrap();
+        let drain = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|url| url.split_once("://"))
+            .map(|(_, addr)| addr.to_owned());
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "no 'listening on' line (got {line:?})\n--- stderr ---\n{}",
+                String::from_utf8_lossy(&stderr.lock().unwrap())
+            );
+        };
+        Listening {
+            child,
+            addr,
+            stderr,
+            drain: Some(drain),
+        }
+    }
+}
