@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 use url::Url;
 
-use super::store::IndexEntry;
+use super::store::{IndexEntry, Reading, Reservation};
 use super::Mirror;
 use crate::retry::RetryPolicy;
 use crate::source::{OpenRequest, Source, SourceError};
@@ -50,6 +50,9 @@ pub(super) struct Fill {
     /// rename that publishes it).
     pub file: Arc<File>,
     pub state: watch::Receiver<State>,
+    /// The blob held for the URI, opened (and so kept from eviction) while it is
+    /// revalidated and until every request of this fill has its answer.
+    _held: Option<Reading>,
 }
 
 /// Starts the fill of `uri` (`known` is what the store holds for it) on its own task: it goes on when the
@@ -57,7 +60,7 @@ pub(super) struct Fill {
 pub(super) fn start(
     mirror: &Arc<Mirror>,
     uri: Url,
-    known: Option<IndexEntry>,
+    known: Option<(IndexEntry, Reading)>,
 ) -> Result<Arc<Fill>, std::io::Error> {
     let temp = tempfile::Builder::new()
         .prefix("fill-")
@@ -66,10 +69,15 @@ pub(super) fn start(
     let writer = File::options().write(true).open(&temp)?;
     let reader = File::open(&temp)?;
     let (tx, rx) = watch::channel(State::Starting);
+    let (known, held) = match known {
+        Some((entry, reading)) => (Some(entry), Some(reading)),
+        None => (None, None),
+    };
     let fill = Arc::new(Fill {
         uri: uri.to_string(),
         file: Arc::new(reader),
         state: rx,
+        _held: held,
     });
     let mirror = mirror.clone();
     tokio::spawn(async move {
@@ -124,7 +132,7 @@ async fn run(
         .await
         .map_err(|_| "the mirror is stopping".to_owned())?;
     mirror.metrics.misses.inc();
-    let (sha256, size, validator) = transfer(mirror, &source, uri, writer, tx).await?;
+    let (sha256, size, validator, room) = transfer(mirror, &source, uri, writer, tx).await?;
     // The digest is known: the answers in progress may end now (they read the
     // temp file); publishing (an fsync and a rename) is not their wait. The bytes
     // are kept under their own digest whatever a request expected: an answer
@@ -143,7 +151,7 @@ async fn run(
         validator,
     };
     let store = mirror.store.clone();
-    let published = tokio::task::spawn_blocking(move || store.insert(&temp, &entry))
+    let published = tokio::task::spawn_blocking(move || store.insert(&temp, &entry, room))
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()));
@@ -155,15 +163,15 @@ async fn run(
 }
 
 /// Streams the origin into `writer`, retrying transient failures (resuming when
-/// the origin serves ranges of one version); returns the sha256, the size and the
-/// origin's validator.
+/// the origin serves ranges of one version); returns the sha256, the size, the
+/// origin's validator and the room reserved in the store for it.
 async fn transfer(
     mirror: &Mirror,
     source: &Arc<dyn Source>,
     uri: &Url,
     writer: File,
     tx: &watch::Sender<State>,
-) -> Result<(String, u64, Option<String>), String> {
+) -> Result<(String, u64, Option<String>, Reservation), String> {
     let policy: RetryPolicy = mirror.retry;
     let mut out = std::io::BufWriter::with_capacity(256 << 10, writer);
     let mut hasher = Sha256::new();
@@ -173,6 +181,7 @@ async fn transfer(
     let mut attempt = 0u32;
     // What the joiners were told is readable.
     let mut announced = 0u64;
+    let mut room = Reservation::none();
     loop {
         attempt += 1;
         let resumable = written > 0 && validator.is_some();
@@ -200,6 +209,10 @@ async fn transfer(
             if opened.offset == 0 {
                 size = opened.meta.size;
                 validator = opened.meta.validator.clone();
+                if let Some(size) = size {
+                    // Room on the volume before the first byte is written.
+                    room = mirror.store.reserve(size);
+                }
             }
             let mut stream = opened.stream;
             loop {
@@ -266,7 +279,7 @@ async fn transfer(
         }
     }
     out.flush().map_err(|e| local(e).describe())?;
-    Ok((hex::encode(hasher.finalize()), written, validator))
+    Ok((hex::encode(hasher.finalize()), written, validator, room))
 }
 
 fn stalled(mirror: &Mirror) -> SourceError {

@@ -44,7 +44,9 @@ fn query(uri: &Uri) -> Result<(Url, Option<String>), String> {
         }
     }
     let source = source.ok_or("no uri= in the query")?;
-    let url = Url::parse(&source).map_err(|e| format!("uri= is not a URI: {e}"))?;
+    let mut url = Url::parse(&source).map_err(|e| format!("uri= is not a URI: {e}"))?;
+    // A fragment never reaches an origin: not part of what is cached.
+    url.set_fragment(None);
     if !url.username().is_empty() || url.password().is_some() {
         return Err(
             "uri= carries credentials; the mirror never uses a client's credentials".to_owned(),
@@ -126,6 +128,8 @@ pub(super) async fn fetch(
             .map(|s| s.clone())
             .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned())),
         Err(_) => {
+            // Not decided yet: whether it will be a miss or a revalidated blob.
+            let cache = if joined { "coalesced" } else { "pending" };
             let builder = known_digest(Response::builder(), expected.as_deref(), cache);
             return builder
                 .status(StatusCode::OK)

@@ -99,7 +99,12 @@ impl Mirror {
         // What the store holds for the URI is revalidated first, also when a
         // request asks for another digest: unchanged, the origin's bytes are
         // known not to be those, and nothing is fetched again.
-        let known = self.store.lookup(&key);
+        // Opened now, the held blob cannot be evicted before the requests that
+        // revalidate it are answered.
+        let known = self
+            .store
+            .lookup(&key)
+            .and_then(|entry| Some((entry.clone(), self.store.read(&entry.sha256)?)));
         let fill = fill::start(self, uri.clone(), known)?;
         fills.insert(key, fill.clone());
         Ok((fill, false))

@@ -51,6 +51,8 @@ struct Blob {
 struct Lru {
     blobs: HashMap<String, Blob>,
     total: u64,
+    /// Room promised to transfers in progress (their temp files fill it).
+    reserved: u64,
     clock: u64,
 }
 
@@ -61,6 +63,31 @@ pub(super) struct Store {
     tmp: PathBuf,
     max_bytes: u64,
     lru: Mutex<Lru>,
+}
+
+/// Room promised to a transfer in progress, given back when dropped (or turned
+/// into the blob's by [`Store::insert`]).
+pub(super) struct Reservation {
+    store: Option<Arc<Store>>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// No room promised (the size is not known).
+    pub(super) fn none() -> Reservation {
+        Reservation {
+            store: None,
+            bytes: 0,
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let (Some(store), true) = (&self.store, self.bytes > 0) {
+            store.lru.lock().expect("lock").reserved -= self.bytes;
+        }
+    }
 }
 
 /// An open blob, counted as read until dropped (it is not evicted meanwhile).
@@ -262,7 +289,12 @@ impl Store {
     /// Publishes the verified temp file `temp` as blob `entry.sha256` (read-only,
     /// fsynced before the rename) and records `entry` for its URI; then evicts.
     /// A blob larger than the whole store is not kept.
-    pub(super) fn insert(&self, temp: &Path, entry: &IndexEntry) -> io::Result<()> {
+    pub(super) fn insert(
+        &self,
+        temp: &Path,
+        entry: &IndexEntry,
+        mut room: Reservation,
+    ) -> io::Result<()> {
         if entry.size > self.max_bytes {
             debug!(uri = %entry.uri, "mirror: {} bytes is more than --max-bytes; not kept", entry.size);
             return Ok(());
@@ -272,6 +304,8 @@ impl Store {
         fs::set_permissions(temp, fs::Permissions::from_mode(0o444))?;
         let path = self.blob_path(&entry.sha256);
         let mut lru = self.lru.lock().expect("lock");
+        // The room promised becomes the blob's (or goes back).
+        lru.reserved -= std::mem::take(&mut room.bytes);
         if !lru.blobs.contains_key(&entry.sha256) {
             fs::rename(temp, &path)?;
             lru.total += entry.size;
@@ -293,6 +327,20 @@ impl Store {
         crate::layout::write_atomic(&self.index_path(&entry.uri), &json, true)
     }
 
+    /// Promises `bytes` to a transfer about to fill a temp file, evicting the
+    /// least recently used blobs to make room first (the volume holds the temp
+    /// files too). Nothing for an object larger than the store (not kept).
+    pub(super) fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
+        let bytes = if bytes > self.max_bytes { 0 } else { bytes };
+        let mut lru = self.lru.lock().expect("lock");
+        lru.reserved += bytes;
+        self.evict(&mut lru);
+        Reservation {
+            store: Some(self.clone()),
+            bytes,
+        }
+    }
+
     /// Forgets the blob `sha256` (found damaged).
     pub(super) fn drop_blob(&self, sha256: &str) {
         let mut lru = self.lru.lock().expect("lock");
@@ -304,7 +352,7 @@ impl Store {
 
     /// Removes the least recently used blobs nobody reads until the total fits.
     fn evict(&self, lru: &mut Lru) {
-        while lru.total > self.max_bytes {
+        while lru.total + lru.reserved > self.max_bytes {
             let victim = lru
                 .blobs
                 .iter()
@@ -336,7 +384,7 @@ mod tests {
             size: body.len() as u64,
             validator: Some("\"v1\"".to_owned()),
         };
-        store.insert(&temp, &entry).unwrap();
+        store.insert(&temp, &entry, Reservation::none()).unwrap();
         entry
     }
 
@@ -368,6 +416,34 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o444);
+    }
+
+    #[test]
+    fn a_transfer_gets_its_room_before_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("m"), 250).unwrap());
+        put(&store, dir.path(), "http://o/a", &[1; 100]);
+        let b = put(&store, dir.path(), "http://o/b", &[2; 100]);
+        // 100 more bytes on their way: the least recently used blob goes now.
+        let room = store.reserve(100);
+        assert_eq!(store.usage(), (1, 100));
+        assert!(store.lookup("http://o/b").is_some());
+        // Published, the promised room becomes the blob's: nothing else goes.
+        let temp = dir.path().join("c");
+        fs::write(&temp, [3; 100]).unwrap();
+        let c = IndexEntry {
+            uri: "http://o/c".to_owned(),
+            sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest([3u8; 100])),
+            size: 100,
+            validator: None,
+        };
+        store.insert(&temp, &c, room).unwrap();
+        assert_eq!(store.usage(), (2, 200));
+        assert!(store.read(&b.sha256).is_some());
+        // A promise dropped unused is given back.
+        drop(store.reserve(50));
+        assert_eq!(store.usage(), (2, 200));
+        assert_eq!(store.lru.lock().unwrap().reserved, 0);
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub(crate) const FETCH_PATH: &str = "/v1/fetch";
 pub(crate) const VERIFY_PATH: &str = "/v1/verify";
 /// The blob's sha256 (hex), when the mirror knows it before sending.
 pub(crate) const SHA256_HEADER: &str = "x-spark-localizer-sha256";
-/// What the mirror did: `hit`, `revalidated`, `miss` or `coalesced`.
+/// What the mirror did: `hit`, `revalidated`, `miss` or `coalesced` (`pending`: answered
+/// before it was decided).
 pub(crate) const CACHE_HEADER: &str = "x-spark-localizer-mirror";
 
 /// The request URL for `uri` (and its expected sha256).
