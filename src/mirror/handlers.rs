@@ -137,43 +137,84 @@ pub(super) async fn fetch(
                     mirror.clone(),
                     fill,
                     expected,
+                    joined,
+                    shown,
                 )))
                 .unwrap_or_else(|e| said(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()));
         }
     };
-    match current {
-        FillState::Failed(message) => said(StatusCode::BAD_GATEWAY, format!("{shown}: {message}")),
+    match decide(&mirror, current, expected, joined, &shown) {
+        Decision::Refused(status, message) => said(status, message),
+        Decision::Blob(reading, cache) => serve_blob(&mirror, reading, &headers, cache),
+        Decision::Fill { digest, size } => serve_fill(&mirror, fill, digest, size, cache),
+    }
+}
+
+/// What a decided transfer gives one request.
+enum Decision {
+    /// No bytes for it: why, and the status a whole answer would carry.
+    Refused(StatusCode, String),
+    /// The held blob (unchanged, or just published), and what the mirror did.
+    Blob(Reading, &'static str),
+    /// The transfer's own file, as it fills: the digest the answer must have (the
+    /// one asked for, else the transfer's when known) and the size, if announced.
+    Fill {
+        digest: Option<String>,
+        size: Option<u64>,
+    },
+}
+
+/// The one decision of what a request gets from its transfer's `state`: the same
+/// for an answer sent once decided and for one sent early (whose body waits).
+fn decide(
+    mirror: &Mirror,
+    state: FillState,
+    expected: Option<String>,
+    joined: bool,
+    shown: &str,
+) -> Decision {
+    match state {
+        FillState::Failed(message) => {
+            Decision::Refused(StatusCode::BAD_GATEWAY, format!("{shown}: {message}"))
+        }
+        FillState::Starting => Decision::Refused(
+            StatusCode::BAD_GATEWAY,
+            format!("{shown}: the transfer never started"),
+        ),
+        FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| *e != sha256) => {
+            Decision::Refused(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "{shown}: the origin has sha256 {sha256}, not the {} asked for",
+                    expected.unwrap_or_default()
+                ),
+            )
+        }
         FillState::Done {
             sha256,
             size,
             revalidated,
-        } => {
-            if expected.as_ref().is_some_and(|e| *e != sha256) {
-                return said(
-                    StatusCode::BAD_GATEWAY,
-                    format!(
-                        "{shown}: the origin has sha256 {sha256}, not the {} asked for",
-                        expected.unwrap_or_default()
-                    ),
-                );
-            }
-            let cache = if revalidated { "revalidated" } else { cache };
-            match mirror.store.read(&sha256) {
-                Some(reading) => serve_blob(&mirror, reading, &headers, cache),
-                // Unchanged at the origin, but evicted since: nothing holds it now.
-                // (409: a client retries this artifact at its origin, and keeps
-                // asking the mirror for the others.)
-                None if revalidated => said(
-                    StatusCode::CONFLICT,
-                    format!("{shown}: evicted while it was revalidated; ask again"),
-                ),
-                // Not kept (larger than the store, or evicted already): the
-                // transfer's own file still holds it.
-                None => serve_fill(&mirror, fill, expected.or(Some(sha256)), Some(size), cache),
-            }
-        }
-        FillState::Streaming { size, .. } => serve_fill(&mirror, fill, expected, size, cache),
-        FillState::Starting => unreachable!("waited past it"),
+        } => match mirror.store.read(&sha256) {
+            Some(reading) if revalidated => Decision::Blob(reading, "revalidated"),
+            Some(reading) => Decision::Blob(reading, if joined { "coalesced" } else { "miss" }),
+            // Unchanged at the origin, but dropped since (found damaged): nothing
+            // holds it now. (409: a client fetches this artifact at its origin,
+            // and keeps asking the mirror for the others.)
+            None if revalidated => Decision::Refused(
+                StatusCode::CONFLICT,
+                format!("{shown}: dropped while it was revalidated; ask again"),
+            ),
+            // Not kept (larger than the store, or evicted already): the
+            // transfer's own file still holds it.
+            None => Decision::Fill {
+                digest: Some(sha256),
+                size: Some(size),
+            },
+        },
+        FillState::Streaming { size, .. } => Decision::Fill {
+            digest: expected,
+            size,
+        },
     }
 }
 
@@ -265,11 +306,10 @@ fn decided_body(
     mirror: Arc<Mirror>,
     fill: Arc<Fill>,
     expected: Option<String>,
+    joined: bool,
+    shown: String,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send {
     use futures_util::stream::BoxStream;
-    let failed = |why: String| -> BoxStream<'static, io::Result<Bytes>> {
-        futures_util::stream::once(async move { Err(io::Error::other(why)) }).boxed()
-    };
     futures_util::stream::once(async move {
         let mut state = fill.state.clone();
         let decided = state
@@ -277,26 +317,21 @@ fn decided_body(
             .await
             .map(|s| s.clone())
             .unwrap_or_else(|_| FillState::Failed("the transfer stopped".to_owned()));
-        match decided {
-            FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| *e != sha256) => {
-                failed(format!("the origin has sha256 {sha256}"))
-            }
-            FillState::Done {
-                sha256,
-                size,
-                revalidated,
-            } => match mirror.store.read(&sha256) {
-                Some(reading) => match blob_stream(mirror, reading, 0, size) {
-                    Ok(body) => body.boxed(),
-                    Err(e) => failed(e.to_string()),
-                },
-                None if !revalidated => fill_stream(mirror, fill, expected).boxed(),
-                None => failed("the blob was evicted".to_owned()),
-            },
-            FillState::Streaming { .. } => fill_stream(mirror, fill, expected).boxed(),
-            FillState::Failed(message) => failed(message),
-            FillState::Starting => failed("the transfer never started".to_owned()),
-        }
+        let body: BoxStream<'static, io::Result<Bytes>> =
+            match decide(&mirror, decided, expected, joined, &shown) {
+                Decision::Refused(_, why) => {
+                    futures_util::stream::once(async move { Err(io::Error::other(why)) }).boxed()
+                }
+                Decision::Blob(reading, _) => {
+                    let size = reading.size;
+                    match blob_stream(mirror, reading, 0, size) {
+                        Ok(body) => body.boxed(),
+                        Err(e) => futures_util::stream::once(async move { Err(e) }).boxed(),
+                    }
+                }
+                Decision::Fill { digest, .. } => fill_stream(mirror, fill, digest).boxed(),
+            };
+        body
     })
     .flatten()
 }
