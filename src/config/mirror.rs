@@ -9,7 +9,7 @@ use crate::properties::Properties;
 use crate::retry::{Backoff, RetryPolicy};
 
 use super::layers::Layers;
-use super::{http_config, table, Problems};
+use super::{http_config, s3_settings, Problems};
 
 /// Everything `mirror serve` needs, validated.
 pub(crate) struct MirrorSettings {
@@ -38,13 +38,7 @@ pub(crate) fn settings(
         })
         .ok();
     let http = http_config(&args.source, args.parallelism, &layers, problems);
-    let s3 = crate::s3::settings::S3Settings::new(
-        args.source
-            .s3_credentials_dir
-            .clone()
-            .map(|dir| (dir, layers.origin(&table::S3_CREDENTIALS_DIR))),
-        properties.as_ref(),
-    );
+    let s3 = s3_settings(&args.source, &layers, properties.as_ref());
     Some(MirrorSettings {
         allow: allow?,
         http,

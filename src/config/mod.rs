@@ -197,13 +197,7 @@ impl Settings {
                 .ok()
         });
         let http = http_config(&args.source, args.parallelism, &layers, problems);
-        let s3 = crate::s3::settings::S3Settings::new(
-            args.source
-                .s3_credentials_dir
-                .clone()
-                .map(|dir| (dir, layers.origin(&table::S3_CREDENTIALS_DIR))),
-            properties.as_ref(),
-        );
+        let s3 = s3_settings(&args.source, &layers, properties.as_ref());
         let staging = staging::settings(args, &layers, problems);
         let packages = packages::settings(args, &layers, problems);
         let mut jars = jars;
@@ -387,6 +381,21 @@ fn http_config(
         pool_size: usize::from(parallelism),
         headers,
     }
+}
+
+/// The S3 inputs: `--s3-credentials-dir` (with where it was given), the
+/// properties file's S3A keys and the AWS_* environment.
+fn s3_settings(
+    args: &SourceArgs,
+    layers: &Layers<'_>,
+    properties: Option<&Properties>,
+) -> crate::s3::settings::S3Settings {
+    crate::s3::settings::S3Settings::new(
+        args.s3_credentials_dir
+            .clone()
+            .map(|dir| (dir, layers.origin(&table::S3_CREDENTIALS_DIR))),
+        properties,
+    )
 }
 
 /// Every proxy variable set must be a proxy URL (`host:port` alone means
