@@ -23,6 +23,18 @@ for s in held: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
+# static_bin: the binary to measure, SPARK_LOCALIZER_BIN or else the static build
+# (images/build-static.sh, its budgets checked); fails when it is not executable.
+static_bin() {
+    local bin="${SPARK_LOCALIZER_BIN:-}"
+    if [ -z "$bin" ]; then
+        echo "==> images/build-static.sh" >&2
+        bin=$(bash images/build-static.sh </dev/null | tail -n 1)
+    fi
+    [ -x "$bin" ] || { echo "no spark-localizer binary at $bin" >&2; return 1; }
+    echo "$bin"
+}
+
 # start_nginx WORK ROOT [DIRECTIVE...]: nginx serving ROOT on a free 127.0.0.1 port
 # (2 workers, sendfile, no access log; each DIRECTIVE added to the http block), its
 # configuration, pid and logs in WORK; waits until it answers and prints the port.

