@@ -178,12 +178,8 @@ impl HttpSource {
 impl Source for HttpSource {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let mut extra = HeaderMap::new();
-        if req.offset > 0 || req.end.is_some() {
-            let last = req.end.map(|end| (end - 1).to_string()).unwrap_or_default();
-            extra.insert(
-                header::RANGE,
-                HeaderValue::from_str(&format!("bytes={}-{last}", req.offset)).expect("ascii"),
-            );
+        if let Some(range) = req.range_header() {
+            extra.insert(header::RANGE, HeaderValue::from_str(&range).expect("ascii"));
             if let Some(v) = req
                 .validator
                 .as_deref()
@@ -339,7 +335,7 @@ fn meta_of(response: &Response) -> Meta {
 }
 
 /// Parses `Content-Range: bytes START-END/TOTAL` into (START, TOTAL).
-fn content_range(response: &Response) -> Option<(u64, Option<u64>)> {
+pub(super) fn content_range(response: &Response) -> Option<(u64, Option<u64>)> {
     let value = response
         .headers()
         .get(header::CONTENT_RANGE)?

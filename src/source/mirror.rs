@@ -198,9 +198,8 @@ impl MirrorSource {
         let mut request = self
             .client
             .request(method, request_url(&self.base, uri, sha256));
-        if req.offset > 0 || req.end.is_some() {
-            let last = req.end.map(|end| (end - 1).to_string()).unwrap_or_default();
-            request = request.header(header::RANGE, format!("bytes={}-{last}", req.offset));
+        if let Some(range) = req.range_header() {
+            request = request.header(header::RANGE, range);
             if let Some(v) = req.validator.as_deref() {
                 request = request.header(header::IF_RANGE, v);
             }
@@ -298,18 +297,7 @@ impl Source for Via {
         let length =
             text(header::CONTENT_LENGTH.as_str()).and_then(|v| v.trim().parse::<u64>().ok());
         let (offset, size) = if status == StatusCode::PARTIAL_CONTENT {
-            let range = text(header::CONTENT_RANGE.as_str()).unwrap_or_default();
-            let parsed = range
-                .trim()
-                .strip_prefix("bytes ")
-                .and_then(|r| r.split_once('/'))
-                .and_then(|(span, total)| {
-                    Some((
-                        span.split_once('-')?.0.parse::<u64>().ok()?,
-                        total.parse::<u64>().ok(),
-                    ))
-                });
-            parsed.ok_or_else(|| {
+            super::http::content_range(&response).ok_or_else(|| {
                 SourceError::new(
                     FaultKind::Refused,
                     format!(

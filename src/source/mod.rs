@@ -99,6 +99,20 @@ pub(crate) struct OpenRequest {
     pub validator: Option<String>,
 }
 
+impl OpenRequest {
+    /// The `Range` header value this request needs (`bytes=START-[LAST]`), if any.
+    pub(crate) fn range_header(&self) -> Option<String> {
+        if self.offset == 0 && self.end.is_none() {
+            return None;
+        }
+        let last = self
+            .end
+            .map(|end| (end - 1).to_string())
+            .unwrap_or_default();
+        Some(format!("bytes={}-{last}", self.offset))
+    }
+}
+
 /// What a probe (`check`, and size discovery before scheduling) found.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Probe {
