@@ -198,8 +198,9 @@ async fn transfer(
                 || (request.offset > 0 && opened.meta.validator != validator)
             {
                 // Not the continuation of what we hold: start over (the engine
-                // would have done the same).
+                // would have done the same), not resume again.
                 if written > 0 {
+                    validator = None;
                     return Err(SourceError::new(
                         crate::source::FaultKind::Transient,
                         "the origin answered from another offset or version; starting over",

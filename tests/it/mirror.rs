@@ -909,3 +909,29 @@ fn an_anonymous_bucket_goes_through_the_mirror_and_a_credentialed_one_does_not()
     run.run().expect_code(0);
     assert_eq!(report_mirror(&sb, "a.jar"), "none");
 }
+
+#[test]
+fn an_object_replaced_during_a_fill_is_fetched_again_from_the_start() {
+    let origin = FaultServer::start();
+    origin.put("/a.jar", data(31, 200_000));
+    let replaced = data(32, 150_000);
+    // The first GET is cut after 1000 bytes and the object changes under it: the
+    // resume's If-Range gets the new object whole, and the fill must start over
+    // (not resume again and again until its retries run out).
+    origin.on("/a.jar", 1, Fault::ResetAfter(1000));
+    origin.replace_after("/a.jar", 1, replaced.clone(), "\"v2\"");
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &origin.url("/")]);
+    let uri = urlencode(&origin.url("/a.jar"));
+    // The request waiting on the fill is cut when it starts over (its client
+    // falls back); the fill goes on and keeps the new object.
+    let _ = mirror.request_bytes("GET", &format!("/v1/fetch?uri={uri}"));
+    assert!(wait_for(Duration::from_secs(10), || mirror.metrics()
+        ["blobs"]
+        == 1));
+    let (status, body) = mirror.request_bytes("GET", &format!("/v1/fetch?uri={uri}"));
+    assert_eq!((status, body.len()), (200, replaced.len()));
+    assert!(body == replaced);
+    // The first GET, one resume (answered with the new object whole), the restart.
+    assert_eq!(origin.gets("/a.jar").len(), 3);
+}
