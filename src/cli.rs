@@ -433,6 +433,12 @@ pub(crate) struct SourceArgs {
     /// rotated credentials are picked up. Beats every other S3 credential source.
     #[arg(long, env = env::S3_CREDENTIALS_DIR, value_name = "DIR")]
     pub s3_credentials_dir: Option<PathBuf>,
+
+    /// A mounted Secret directory for abfss:// and wasbs:// URIs: `connection-string`
+    /// (as AZURE_STORAGE_CONNECTION_STRING), else `account-key` or `sas-token`.
+    /// Beats every other Azure credential source.
+    #[arg(long, env = env::AZURE_CREDENTIALS_DIR, value_name = "DIR")]
+    pub azure_credentials_dir: Option<PathBuf>,
 }
 
 /// `mirror` and its subcommands.

@@ -8,12 +8,13 @@
 //! Dependencies point one way (docs/development.md draws the map):
 //! [`cmd`] → `config` → `plan` → `engine` → `source` and `layout` → `output`;
 //! `stage` beside them. Leaves import nothing above them: `archive`, `cli`, `net`,
-//! `origin`, `properties`, `progress`, `retry`, `s3`, `util`, `env_vars`.
+//! `origin`, `properties`, `progress`, `retry`, `s3`, `cloud`, `util`, `env_vars`.
 
 pub mod cmd;
 
 mod archive;
 mod cli;
+mod cloud;
 mod config;
 mod engine;
 mod env_vars;

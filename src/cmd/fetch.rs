@@ -17,6 +17,8 @@ use crate::output;
 use crate::plan::{self, resolved, Plan, PlanError};
 use crate::progress::{self, mib, Reporter};
 use crate::retry::{Backoff, RetryPolicy};
+use crate::source::azure::AzureSource;
+use crate::source::gcs::GcsSource;
 use crate::source::hdfs::{HdfsSettings, HdfsSource};
 use crate::source::http::HttpSource;
 use crate::source::mirror::MirrorSource;
@@ -224,6 +226,26 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
             .map_err(&mut report)
             .ok()
     });
+    let gcs = http.as_ref().ok().and_then(|http| {
+        let buckets = plan
+            .artifacts
+            .iter()
+            .filter(|a| a.scheme == crate::source::Scheme::Gcs)
+            .filter_map(|a| a.uri.host_str());
+        GcsSource::new(&settings.gcs, http.client(), buckets)
+            .map_err(&mut report)
+            .ok()
+    });
+    let azure = http.as_ref().ok().and_then(|http| {
+        let uris = plan
+            .artifacts
+            .iter()
+            .filter(|a| a.scheme == crate::source::Scheme::Azure)
+            .map(|a| &a.uri);
+        AzureSource::new(&settings.azure, http.client(), uris)
+            .map_err(&mut report)
+            .ok()
+    });
     let hdfs_uris: Vec<&url::Url> = plan
         .artifacts
         .iter()
@@ -246,9 +268,9 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
         .as_ref()
         .ok()
         .and_then(|_| staging_source(settings, plan).map_err(&mut report).ok());
-    match (http, s3, hdfs, staging) {
-        (Ok(http), Some(s3), Some(hdfs), Some(staging)) => {
-            let sources = Sources::new(http, s3, hdfs, staging);
+    match (http, s3, gcs, azure, hdfs, staging) {
+        (Ok(http), Some(s3), Some(gcs), Some(azure), Some(hdfs), Some(staging)) => {
+            let sources = Sources::new(http, s3, hdfs, staging).with_object_stores(gcs, azure);
             match &settings.mirror {
                 None => Some(sources),
                 Some((url, timeout)) => {

@@ -75,6 +75,10 @@ pub(crate) struct Settings {
     pub progress_interval: Duration,
     /// S3 inputs (the credentials-dir flag, the S3A keys, the AWS_* environment).
     pub s3: crate::s3::settings::S3Settings,
+    /// GCS inputs (the connector's keys, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST).
+    pub gcs: crate::cloud::gcs::GcsSettings,
+    /// Azure inputs (`--azure-credentials-dir`, the ABFS/WASB keys, the AZURE_* environment).
+    pub azure: crate::cloud::azure::AzureSettings,
     /// `--hadoop-conf-dir` and where it was given (HDFS reads it only when needed).
     pub hadoop_conf_dir: Option<(PathBuf, String)>,
     /// The properties file, parsed (for `spark.hadoop.*` keys).
@@ -198,6 +202,14 @@ impl Settings {
         });
         let http = http_config(&args.source, args.parallelism, &layers, problems);
         let s3 = s3_settings(&args.source, &layers, properties.as_ref());
+        let gcs = crate::cloud::gcs::GcsSettings::new(properties.as_ref());
+        let azure = crate::cloud::azure::AzureSettings::new(
+            args.source.azure_credentials_dir.clone().map(|dir| {
+                let origin = layers.origin(&table::AZURE_CREDENTIALS_DIR).to_string();
+                (dir, origin)
+            }),
+            properties.as_ref(),
+        );
         let staging = staging::settings(args, &layers, problems);
         let packages = packages::settings(args, &layers, problems);
         let mut jars = jars;
@@ -250,6 +262,8 @@ impl Settings {
             no_progress: args.no_progress,
             progress_interval: args.progress_interval,
             s3,
+            gcs,
+            azure,
             hadoop_conf_dir: args
                 .source
                 .hadoop_conf_dir

@@ -153,6 +153,12 @@ pub(crate) const S3_CREDENTIALS_DIR: Setting = setting(
     env::S3_CREDENTIALS_DIR,
     &[],
 );
+pub(crate) const AZURE_CREDENTIALS_DIR: Setting = setting(
+    "azure credentials",
+    "azure_credentials_dir",
+    env::AZURE_CREDENTIALS_DIR,
+    &[],
+);
 pub(crate) const HADOOP_CONF_DIR: Setting =
     setting("hadoop conf", "hadoop_conf_dir", env::HADOOP_CONF_DIR, &[]);
 pub(crate) const PARALLELISM: Setting =
@@ -220,6 +226,7 @@ pub(crate) const ALL: &[Setting] = &[
     LOCK,
     CA_CERT,
     S3_CREDENTIALS_DIR,
+    AZURE_CREDENTIALS_DIR,
     HADOOP_CONF_DIR,
     STAGING_URI,
     STAGING_JARS_ID,

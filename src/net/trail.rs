@@ -72,8 +72,17 @@ impl Request {
             .and_then(|v| v.to_str().ok())
             .map(|r| format!(" (Range: {r})"))
             .unwrap_or_default();
+        // The scheme only (Bearer, SharedKey, AWS4-HMAC-SHA256): whether and
+        // how a request was signed, never the credential.
+        let auth = self
+            .headers
+            .get(reqwest::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_whitespace().next())
+            .map(|scheme| format!(" [auth: {scheme}]"))
+            .unwrap_or_default();
         format!(
-            "{} {}{range}",
+            "{} {}{range}{auth}",
             self.method,
             crate::util::redact::redact_url(&self.url)
         )

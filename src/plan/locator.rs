@@ -57,6 +57,8 @@ impl Located {
                 Err(format!("{shown} has no host"))
             }
             Scheme::S3 => crate::s3::client::locate(uri).map(|_| ()),
+            Scheme::Gcs => crate::source::gcs::locate(uri).map(|_| ()),
+            Scheme::Azure => crate::cloud::azure::locate(uri).map(|_| ()),
             Scheme::Hdfs => crate::source::hdfs::check_uri(uri),
             Scheme::File
                 if uri

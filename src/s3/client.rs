@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
-use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
-};
+use object_store::client::HttpError;
 use object_store::path::Path as KeyPath;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use object_store::{ObjectStore, RetryConfig};
 use url::Url;
 
 use super::secret_dir;
 use super::settings::{self, BucketConfig, Credentials, S3Settings};
+use crate::cloud::{find_cause, root_cause, status_of, tag, transport_kind, Traced};
 use crate::fault::{FaultKind, SourceError};
 
 /// Where an `s3://bucket/key` URI points: the bucket and the object key.
@@ -81,10 +80,16 @@ impl Bucket {
         retry: Option<&RetryConfig>,
     ) -> object_store::Result<Bucket> {
         let seen_region = Arc::new(Mutex::new(None));
-        let connector = Traced {
-            client: client.clone(),
-            seen_region: seen_region.clone(),
-        };
+        let seen = seen_region.clone();
+        let observer: crate::cloud::Observer = Arc::new(move |headers| {
+            let region = headers
+                .get("x-amz-bucket-region")
+                .and_then(|v| v.to_str().ok());
+            if let Some(region) = region {
+                *seen.lock().expect("lock") = Some(region.to_owned());
+            }
+        });
+        let connector = Traced::new(client, Some(observer));
         let store = build(&config, &connector, retry)?;
         Ok(Bucket {
             store,
@@ -98,45 +103,6 @@ impl Bucket {
     fn other_region(&self) -> Option<String> {
         let seen = self.seen_region.lock().expect("lock").clone()?;
         (seen != self.config.region).then_some(seen)
-    }
-}
-
-/// Hands object_store the HTTP source's client, every request reported to the
-/// trail ([`crate::net::trail`]) and the bucket's region noted when S3 names it.
-#[derive(Debug, Clone)]
-struct Traced {
-    client: reqwest::Client,
-    seen_region: Arc<Mutex<Option<String>>>,
-}
-
-impl HttpConnector for Traced {
-    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(self.clone()))
-    }
-}
-
-#[async_trait]
-impl HttpService for Traced {
-    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let entry =
-            crate::net::trail::Request::start(req.method(), &req.uri().to_string(), req.headers());
-        let result = HttpService::call(&self.client, req).await;
-        if let Some(entry) = entry {
-            match &result {
-                Ok(response) => entry.answered(response.status(), response.headers()),
-                Err(e) => entry.failed(e),
-            }
-        }
-        if let Ok(response) = &result {
-            let region = response
-                .headers()
-                .get("x-amz-bucket-region")
-                .and_then(|v| v.to_str().ok());
-            if let Some(region) = region {
-                *self.seen_region.lock().expect("lock") = Some(region.to_owned());
-            }
-        }
-        result
     }
 }
 
@@ -453,20 +419,6 @@ fn s3_code(text: &str) -> Option<&str> {
     Some(&text[start..start + len])
 }
 
-/// The HTTP status in object_store's error text (`status code: 503 ...`).
-fn status_of(text: &str) -> Option<u16> {
-    let at = text.find("status code: ")? + "status code: ".len();
-    text.get(at..at + 3)?.parse().ok()
-}
-
-/// The text of `<name>…</name>` in an error response body.
-fn tag<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    let open = format!("<{name}>");
-    let start = text.find(&open)? + open.len();
-    let len = text[start..].find(&format!("</{name}>"))?;
-    Some(text[start..start + len].trim()).filter(|t| !t.is_empty())
-}
-
 /// A readable detail of an error response: its `<Message>` if any, else the text.
 fn detail(text: &str) -> String {
     let message = text.find("<Message>").and_then(|s| {
@@ -715,45 +667,10 @@ impl S3Failure<'_> {
     }
 }
 
-/// What went wrong on the wire, for messages.
-fn transport_kind(e: &HttpError) -> &'static str {
-    use object_store::client::HttpErrorKind as K;
-    match e.kind() {
-        K::Connect => "cannot connect to",
-        K::Timeout => "timed out talking to",
-        K::Interrupted => "connection interrupted by",
-        K::Decode => "cannot read the response of",
-        _ => "request failed to",
-    }
-}
-
-/// The innermost cause (e.g. "Connection refused (os error 111)"), scrubbed.
-pub(crate) fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut last = err;
-    while let Some(next) = last.source() {
-        last = next;
-    }
-    crate::util::redact::scrub(&last.to_string())
-}
-
 /// The error text as a cause (object_store's errors are not `'static`-friendly
 /// once classified; the text is what users need).
 fn err_box(text: &str) -> std::io::Error {
     std::io::Error::other(text.to_owned())
-}
-
-/// The first cause of type `T` in `err`'s chain.
-pub(crate) fn find_cause<'a, T: std::error::Error + 'static>(
-    err: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a T> {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = current {
-        if let Some(t) = e.downcast_ref::<T>() {
-            return Some(t);
-        }
-        current = e.source();
-    }
-    None
 }
 
 /// One bucket for the staging server's object-store backend (`stage serve --store

@@ -4,10 +4,13 @@
 //! those live once, in the engine. Adding a source kind is one file here, one
 //! `Scheme` variant and one arm in [`Sources::get`].
 
+pub(crate) mod azure;
 pub(crate) mod file;
+pub(crate) mod gcs;
 pub(crate) mod hdfs;
 pub(crate) mod http;
 pub(crate) mod mirror;
+mod object;
 pub(crate) mod s3;
 pub(crate) mod staging;
 
@@ -29,6 +32,10 @@ pub(crate) enum Scheme {
     File,
     /// `s3://` and `s3a://` (Hadoop's spelling, which Spark users write).
     S3,
+    /// `gs://` (Google Cloud Storage).
+    Gcs,
+    /// `abfss://`, `abfs://`, `wasbs://` and `wasb://` (Azure Blob Storage and ADLS Gen2).
+    Azure,
     /// `hdfs://` and `viewfs://`.
     Hdfs,
     /// Already inside the image: never fetched, kept in the classpath in its place.
@@ -41,7 +48,8 @@ pub(crate) enum Scheme {
 impl Scheme {
     /// Every scheme accepted, as users write them.
     pub(crate) const SUPPORTED: &'static [&'static str] = &[
-        "http", "https", "s3", "s3a", "hdfs", "viewfs", "file", "local", "staging",
+        "http", "https", "s3", "s3a", "gs", "abfss", "abfs", "wasbs", "wasb", "hdfs", "viewfs",
+        "file", "local", "staging",
     ];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
@@ -51,6 +59,8 @@ impl Scheme {
             "https" => Some(Scheme::Https),
             "file" => Some(Scheme::File),
             "s3" | "s3a" => Some(Scheme::S3),
+            "gs" => Some(Scheme::Gcs),
+            "abfss" | "abfs" | "wasbs" | "wasb" => Some(Scheme::Azure),
             "hdfs" | "viewfs" => Some(Scheme::Hdfs),
             "local" => Some(Scheme::Local),
             "staging" => Some(Scheme::Staging),
@@ -178,6 +188,8 @@ pub(crate) struct Sources {
     http: Arc<http::HttpSource>,
     file: Arc<file::FileSource>,
     s3: Arc<s3::S3Source>,
+    gcs: Arc<gcs::GcsSource>,
+    azure: Arc<azure::AzureSource>,
     hdfs: Arc<hdfs::HdfsSource>,
     staging: Arc<staging::StagingSource>,
     mirror: Option<Arc<mirror::MirrorSource>>,
@@ -194,10 +206,23 @@ impl Sources {
             http: Arc::new(http),
             file: Arc::new(file::FileSource),
             s3: Arc::new(s3),
+            gcs: Arc::new(gcs::GcsSource::default()),
+            azure: Arc::new(azure::AzureSource::default()),
             hdfs: Arc::new(hdfs),
             staging: Arc::new(staging),
             mirror: None,
         }
+    }
+
+    /// Serves `gs://` with `gcs` and `abfss://` / `wasbs://` with `azure`.
+    pub(crate) fn with_object_stores(
+        mut self,
+        gcs: gcs::GcsSource,
+        azure: azure::AzureSource,
+    ) -> Self {
+        self.gcs = Arc::new(gcs);
+        self.azure = Arc::new(azure);
+        self
     }
 
     /// Asks `mirror` first for every artifact fetched without credentials.
@@ -248,10 +273,12 @@ impl Sources {
     /// What every source picked for the plan, as `check` prints it (see
     /// [`Source::describe`]).
     pub(crate) fn describe(&self) -> Vec<String> {
-        let sources: [&dyn Source; 5] = [
+        let sources: [&dyn Source; 7] = [
             self.http.as_ref(),
             self.file.as_ref(),
             self.s3.as_ref(),
+            self.gcs.as_ref(),
+            self.azure.as_ref(),
             self.hdfs.as_ref(),
             self.staging.as_ref(),
         ];
@@ -273,6 +300,8 @@ impl Sources {
             Scheme::Http | Scheme::Https => Some(self.http.clone()),
             Scheme::File => Some(self.file.clone()),
             Scheme::S3 => Some(self.s3.clone()),
+            Scheme::Gcs => Some(self.gcs.clone()),
+            Scheme::Azure => Some(self.azure.clone()),
             Scheme::Hdfs => Some(self.hdfs.clone()),
             Scheme::Staging => Some(self.staging.clone()),
             Scheme::Local => None,

@@ -9,15 +9,12 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use futures_util::{StreamExt, TryStreamExt};
-use object_store::client::HttpError;
 use object_store::path::Path as KeyPath;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
-use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
+use super::{Body, FaultKind, OpenRequest, Probe, Source, SourceError};
 use crate::s3::client::locate;
-use crate::s3::client::{classify, credentials, find_cause, root_cause, Bucket};
+use crate::s3::client::{classify, credentials, Bucket};
 use crate::s3::settings::S3Settings;
 
 pub(crate) struct S3Source {
@@ -74,45 +71,7 @@ impl Source for S3Source {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
         let (b, key) = self.bucket(uri)?;
         credentials(b, uri).await?;
-        let range = match (req.offset, req.end) {
-            (0, None) => None,
-            (start, None) => Some(GetRange::Offset(start)),
-            (start, Some(end)) => Some(GetRange::Bounded(start..end)),
-        };
-        // A range continues a version: If-Match its ETag. When the object changed,
-        // answer from the start, as If-Range does over HTTP.
-        let if_match = range.as_ref().and(req.validator.clone());
-        let ranged = range.is_some();
-        let options = GetOptions {
-            range,
-            if_match,
-            ..GetOptions::default()
-        };
-        let result = match b.store.get_opts(&key, options).await {
-            Err(object_store::Error::Precondition { .. }) if ranged => {
-                b.store.get_opts(&key, GetOptions::default()).await
-            }
-            other => other,
-        }
-        .map_err(|e| classify(b, uri, e))?;
-        let meta = Meta {
-            size: Some(result.meta.size),
-            validator: result.meta.e_tag.clone(),
-            ranges: true,
-        };
-        let offset = result.range.start;
-        let shown = crate::util::redact::redact_url(uri.as_str());
-        let stream = result.into_stream().map_err(move |e| {
-            SourceError::new(
-                FaultKind::Transient,
-                format!("{shown}: reading the body: {}", root_cause(&e)),
-            )
-        });
-        Ok(Body {
-            meta,
-            offset,
-            stream: stream.boxed(),
-        })
+        super::object::open(&b.store, &key, uri, req, |e| classify(b, uri, e)).await
     }
 
     fn parallel_ranges(&self) -> bool {
@@ -152,29 +111,10 @@ impl Source for S3Source {
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let (b, key) = self.bucket(uri)?;
         credentials(b, uri).await?;
-        match b.store.head(&key).await {
-            Ok(meta) => Ok(Probe {
-                meta: Meta {
-                    size: Some(meta.size),
-                    validator: meta.e_tag,
-                    ranges: true,
-                },
-                status: "200 OK".to_owned(),
-                redirected_to: None,
-            }),
+        match super::object::head(&b.store, &key).await {
+            Ok(probe) => Ok(probe),
             Err(e) => {
-                // A HEAD answer has no body, so no S3 error code: ask for one byte
-                // to tell NoSuchBucket from NoSuchKey, a bad key from a bad secret,
-                // a wrong region from a bad request.
-                if find_cause::<HttpError>(&e).is_none() {
-                    let one = GetOptions {
-                        range: Some(GetRange::Bounded(0..1)),
-                        ..GetOptions::default()
-                    };
-                    if let Err(e) = b.store.get_opts(&key, one).await {
-                        return Err(classify(b, uri, e));
-                    }
-                }
+                let e = super::object::explain(&b.store, &key, e).await;
                 Err(classify(b, uri, e))
             }
         }

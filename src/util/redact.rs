@@ -126,8 +126,16 @@ pub(crate) fn scrub(text: &str) -> String {
     }
 }
 
+/// Whether the userinfo of `url` names a container, not a credential: Hadoop's
+/// Azure URIs (`abfss://container@account.dfs.core.windows.net/…`), without a
+/// password.
+fn userinfo_is_container(url: &Url) -> bool {
+    matches!(url.scheme(), "abfss" | "abfs" | "wasbs" | "wasb") && url.password().is_none()
+}
+
 fn redact_parsed(mut url: Url, original: &str) -> String {
-    let has_userinfo = !url.username().is_empty() || url.password().is_some();
+    let has_userinfo =
+        (!url.username().is_empty() || url.password().is_some()) && !userinfo_is_container(&url);
     let query = url.query().map(redact_query);
     if !has_userinfo && query.as_deref() == url.query() {
         return original.to_string();
@@ -250,6 +258,9 @@ fn secret_forms(secret: &str) -> Vec<String> {
 fn url_secrets(uri: &str) -> Vec<String> {
     let mut found = Vec::new();
     let (user, password, query) = match Url::parse(uri) {
+        Ok(url) if userinfo_is_container(&url) => {
+            (String::new(), None, url.query().map(str::to_string))
+        }
         Ok(url) => (
             url.username().to_string(),
             url.password().map(str::to_string),
@@ -624,5 +635,26 @@ for AKIAREGISTEREDKEY1 with token FwoGZXIvYXdzEBYaD+sess/ion= via host, expires 
             let _ = secret_forms(&text);
             let _ = mask_secrets(&text, &["é".to_string(), "//".to_string()]);
         }
+    }
+}
+
+#[cfg(test)]
+mod azure_tests {
+    use super::*;
+
+    #[test]
+    fn an_azure_container_is_not_a_credential() {
+        let uri = "abfss://jars@acct.dfs.core.windows.net/a.jar";
+        assert_eq!(redact_url(uri), uri);
+        assert!(url_secrets(uri).is_empty());
+        let with_password = "abfss://jars:pw1234@acct.dfs.core.windows.net/a.jar";
+        assert_eq!(
+            redact_url(with_password),
+            "abfss://***@acct.dfs.core.windows.net/a.jar"
+        );
+        assert_eq!(
+            redact_url("https://token1234@host/a.jar"),
+            "https://***@host/a.jar"
+        );
     }
 }

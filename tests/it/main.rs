@@ -19,6 +19,7 @@ mod jvm;
 mod maven;
 mod mirror;
 mod nginx;
+mod object_stores;
 mod observability;
 mod outputs;
 mod ranges;

@@ -1,11 +1,13 @@
 //! The source suite: the same cases run against every network source — a real
-//! nginx for HTTP, a real SeaweedFS for S3 — so each source meets the one
+//! nginx for HTTP, a real SeaweedFS for S3, fake-gcs-server for GCS, Azurite
+//! for Azure — so each source meets the one
 //! contract (declared classpath order, archives, restart keeps, pins, a missing
 //! object named and not retried, large objects in parallel ranges).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::support::cloud::{Azurite, FakeGcs};
 use crate::support::nginx::Nginx;
 use crate::support::seaweed::Seaweed;
 use crate::support::{data, s, tar_gz, Run, Sandbox};
@@ -16,6 +18,8 @@ const BUCKET: &str = "suite";
 enum Store {
     Http { nginx: Nginx, root: PathBuf },
     S3 { sw: Seaweed },
+    Gcs { gcs: FakeGcs },
+    Azure { az: Azurite },
 }
 
 impl Store {
@@ -27,6 +31,8 @@ impl Store {
                 std::fs::write(path, bytes).unwrap();
             }
             Store::S3 { sw } => sw.put(BUCKET, key, bytes),
+            Store::Gcs { gcs } => gcs.put(BUCKET, key, bytes),
+            Store::Azure { az } => az.put(BUCKET, key, bytes),
         }
     }
 
@@ -34,6 +40,8 @@ impl Store {
         match self {
             Store::Http { nginx, .. } => nginx.url(key),
             Store::S3 { .. } => format!("s3a://{BUCKET}/{key}"),
+            Store::Gcs { .. } => format!("gs://{BUCKET}/{key}"),
+            Store::Azure { .. } => Azurite::uri(BUCKET, key),
         }
     }
 
@@ -45,6 +53,10 @@ impl Store {
                 .env("AWS_SECRET_ACCESS_KEY", Seaweed::SECRET_KEY)
                 .env("AWS_ENDPOINT_URL", &sw.endpoint())
                 .env("AWS_ALLOW_HTTP", "true"),
+            Store::Gcs { gcs } => run.env("STORAGE_EMULATOR_HOST", &gcs.host()),
+            Store::Azure { az } => {
+                run.env("AZURE_STORAGE_CONNECTION_STRING", &az.connection_string())
+            }
         }
     }
 }
@@ -164,4 +176,16 @@ fn s3_from_seaweedfs() {
     let Some(sw) = Seaweed::start() else { return };
     sw.create_bucket(BUCKET);
     suite(&Store::S3 { sw });
+}
+
+#[test]
+fn gcs_from_fake_gcs_server() {
+    let Some(gcs) = FakeGcs::start() else { return };
+    suite(&Store::Gcs { gcs });
+}
+
+#[test]
+fn azure_from_azurite() {
+    let Some(az) = Azurite::start() else { return };
+    suite(&Store::Azure { az });
 }

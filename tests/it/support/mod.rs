@@ -2,6 +2,7 @@
 //! binary as a subprocess, an nginx fixture, and small data helpers.
 
 pub mod aws_creds;
+pub mod cloud;
 pub mod cut_proxy;
 pub mod hdfs;
 pub mod nginx;

