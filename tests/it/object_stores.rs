@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::cloud::{Azurite, FakeGcs};
+use crate::support::cloud::{entra_token, Azurite, FakeGcs};
+use crate::support::pki::Pki;
 use crate::support::server::{Fault, FaultServer};
 use crate::support::{data, s, wait_for, Run, Sandbox};
 
@@ -352,4 +353,67 @@ fn azure_a_large_object_in_parallel_ranges_survives_a_server_restart() {
             az.restart();
         },
     );
+}
+
+/// AKS workload identity: the projected ServiceAccount token is exchanged at
+/// Entra ID (a stand-in on 127.0.0.1, at AZURE_AUTHORITY_HOST) for an access
+/// token that Azurite, over HTTPS, accepts as a bearer.
+#[test]
+fn azure_workload_identity_exchanges_the_federated_token() {
+    let pki = Pki::new();
+    let Some(az) = Azurite::start_oauth(&pki) else {
+        return;
+    };
+    let jar = data(45, 40_000);
+    az.put("wident", "app.jar", &jar);
+    let entra = FaultServer::start();
+    let token_path = "/tenant-1/oauth2/v2.0/token";
+    entra.put(
+        token_path,
+        serde_json::json!({
+            "token_type": "Bearer",
+            "expires_in": 3599,
+            "access_token": entra_token("tenant-1"),
+        })
+        .to_string(),
+    );
+    let sb = Sandbox::new();
+    let ca = sb.write("ca.pem", &pki.ca_pem);
+    let federated = sb.write(
+        "azure-identity-token",
+        "eyJhbGciOiJSUzI1NiJ9.projected.sa-token",
+    );
+    let authority = format!("http://127.0.0.1:{}", entra.port());
+    let run = |sb: &Sandbox| {
+        sb.fetch()
+            .env("AZURE_STORAGE_CONNECTION_STRING", &az.endpoint_only())
+            .env("AZURE_FEDERATED_TOKEN_FILE", &s(&federated))
+            .env("AZURE_CLIENT_ID", "11111111-2222-3333-4444-555555555555")
+            .env("AZURE_TENANT_ID", "tenant-1")
+            .env("AZURE_AUTHORITY_HOST", &authority)
+            .env("SPARK_LOCALIZER_LOG", "spark_localizer=debug")
+            .args(["--ca-cert", &s(&ca)])
+            .args([
+                "--retries",
+                "3",
+                "--jars",
+                &Azurite::uri("wident", "app.jar"),
+            ])
+            .run()
+    };
+    let out = run(&sb);
+    out.expect_code(0).expect_stderr("[auth: Bearer]");
+    assert_eq!(std::fs::read(sb.jar("app.jar")).unwrap(), jar);
+    let asked = entra.requests_for(token_path);
+    assert_eq!(asked.len(), 1, "one token for the run");
+    assert_eq!(asked[0].method, "POST");
+
+    // Entra ID refuses the federated token (no federated credential for the
+    // ServiceAccount): final, named with the credential source, fast.
+    entra.always(token_path, Fault::Status(401));
+    let sb2 = Sandbox::new();
+    let out = run(&sb2);
+    out.expect_code(3).expect_stderr("workload identity");
+    assert_eq!(sb2.artifact("app.jar")["attempts"], 1, "{out}");
+    assert!(out.elapsed < Duration::from_secs(10), "{out}");
 }

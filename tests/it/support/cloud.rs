@@ -175,6 +175,7 @@ impl FakeGcs {
             &format!("http://{}/storage/v1/b?project=test", self.host()),
             &headers,
             format!("{{\"name\":\"{bucket}\"}}").into_bytes(),
+            None,
         );
         assert!(
             (200..300).contains(&status) || status == 409,
@@ -192,7 +193,7 @@ impl FakeGcs {
             self.host(),
             urlencode(key)
         );
-        let (status, text) = request("POST", &url, &headers, bytes.to_vec());
+        let (status, text) = request("POST", &url, &headers, bytes.to_vec(), None);
         assert!(
             (200..300).contains(&status),
             "put {bucket}/{key}: {status} {text}"
@@ -216,6 +217,9 @@ fn urlencode(text: &str) -> String {
 /// Azurite's Blob service on 127.0.0.1 with its one development account.
 pub struct Azurite {
     process: Process,
+    scheme: &'static str,
+    /// The CA the test client trusts (HTTPS).
+    ca: Option<String>,
 }
 
 impl Azurite {
@@ -225,6 +229,17 @@ impl Azurite {
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
     pub fn start() -> Option<Azurite> {
+        Self::launch(None)
+    }
+
+    /// Over HTTPS with the server certificate of `pki`, accepting OAuth bearer
+    /// tokens (`--oauth basic`: a JWT's issuer, audience and lifetime are
+    /// checked, not its signature) besides Shared Key.
+    pub fn start_oauth(pki: &super::pki::Pki) -> Option<Azurite> {
+        Self::launch(Some(pki))
+    }
+
+    fn launch(tls: Option<&super::pki::Pki>) -> Option<Azurite> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let bin = find(
             "SPARK_LOCALIZER_TEST_AZURITE",
@@ -232,7 +247,21 @@ impl Azurite {
             "azurite-blob",
         )?;
         let process = Process::start("azurite", |port, dir| {
-            vec![
+            let mut tls_args: Vec<String> = Vec::new();
+            if let Some(pki) = tls {
+                let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+                std::fs::write(&cert, &pki.cert_pem).unwrap();
+                std::fs::write(&key, &pki.key_pem).unwrap();
+                tls_args = vec![
+                    "--cert".into(),
+                    cert.display().to_string(),
+                    "--key".into(),
+                    key.display().to_string(),
+                    "--oauth".into(),
+                    "basic".into(),
+                ];
+            }
+            let mut args = vec![
                 bin.display().to_string(),
                 "--blobHost".into(),
                 "127.0.0.1".into(),
@@ -243,14 +272,27 @@ impl Azurite {
                 "--skipApiVersionCheck".into(),
                 "--disableTelemetry".into(),
                 "--silent".into(),
-            ]
+            ];
+            args.extend(tls_args);
+            args
         });
-        Some(Azurite { process })
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let ca = tls.map(|pki| pki.ca_pem.clone());
+        Some(Azurite {
+            process,
+            scheme,
+            ca,
+        })
     }
 
     /// The Blob service's account URL (path-style, as Azurite serves it).
     pub fn blob_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}/{}", self.process.port, Self::ACCOUNT)
+        format!(
+            "{}://127.0.0.1:{}/{}",
+            self.scheme,
+            self.process.port,
+            Self::ACCOUNT
+        )
     }
 
     /// A connection string as the Azure SDKs (and spark-localizer) read it.
@@ -304,7 +346,7 @@ impl Azurite {
         AzureAuthorizer::new(&credential, Self::ACCOUNT)
             .try_authorize(&mut req)
             .unwrap();
-        request(method, &url, req.headers(), body)
+        request(method, &url, req.headers(), body, self.ca.as_deref())
     }
 
     pub fn create_container(&self, container: &str) {
@@ -397,17 +439,21 @@ fn request(
     url: &str,
     headers: &reqwest::header::HeaderMap,
     body: Vec<u8>,
+    ca: Option<&str>,
 ) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .no_proxy()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .unwrap();
+            .timeout(Duration::from_secs(120));
+        if let Some(ca) = ca {
+            client =
+                client.add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap());
+        }
+        let client = client.build().unwrap();
         let r = client
             .request(method.parse().unwrap(), url)
             .headers(headers.clone())
@@ -418,4 +464,28 @@ fn request(
         let status = r.status().as_u16();
         (status, r.text().await.unwrap_or_default())
     })
+}
+
+/// An access token as Entra ID issues one for Azure Storage (header, claims,
+/// and a signature Azurite's `--oauth basic` does not check).
+pub fn entra_token(tenant: &str) -> String {
+    use base64::Engine as _;
+    let b64 = |v: &serde_json::Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = serde_json::json!({"typ": "JWT", "alg": "RS256"});
+    let claims = serde_json::json!({
+        "aud": "https://storage.azure.com",
+        "iss": format!("https://sts.windows.net/{tenant}/"),
+        "iat": now - 60,
+        "nbf": now - 60,
+        "exp": now + 3600,
+        "oid": "00000000-0000-0000-0000-000000000001",
+        "tid": tenant,
+    });
+    format!("{}.{}.c2lnbmF0dXJl", b64(&header), b64(&claims))
 }
