@@ -307,17 +307,8 @@ fn warn_about(plan: &Plan) {
             );
         }
     }
-    let has_local = plan
-        .artifacts
-        .iter()
-        .any(|a| matches!(a.target, crate::plan::Target::Local { .. }));
     for key in &plan.unused_pins {
-        let note = if has_local {
-            " (local:// artifacts are in the image and not verified)"
-        } else {
-            ""
-        };
-        warn!("--checksums pins {key}, which no fetched artifact matches{note}");
+        warn!("--checksums pins {key}, which no artifact matches");
     }
 }
 

@@ -85,13 +85,61 @@ struct RunState<'a> {
     busy: Vec<PathBuf>,
 }
 
+/// A `local://` artifact is in the image: listed in place, and checked
+/// against its pin when it has one (a pattern's files are pinned by name).
+fn local_outcome(artifact: &crate::plan::Artifact, path: &std::path::Path) -> Outcome {
+    let Some(pin) = artifact.pin else {
+        return Outcome::new(Status::Local);
+    };
+    let read = || -> std::io::Result<(u64, [u8; 32])> {
+        let mut file = std::fs::File::open(path)?;
+        let mut hasher = digest::Hashes::new(false);
+        let mut buf = vec![0u8; 256 << 10];
+        let mut total = 0u64;
+        loop {
+            let n = std::io::Read::read(&mut file, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            total += n as u64;
+        }
+        Ok((total, hasher.finalize().0))
+    };
+    match read() {
+        Ok((bytes, got)) if got == pin => Outcome {
+            bytes,
+            sha256: Some(hex::encode(got)),
+            ..Outcome::new(Status::Local)
+        },
+        Ok((_, got)) => Outcome::failed(
+            FailureKind::Integrity,
+            format!(
+                "{}: sha256 mismatch: {} in the image is {}, --checksums pins {}",
+                artifact.display_uri,
+                path.display(),
+                hex::encode(got),
+                hex::encode(pin)
+            ),
+        ),
+        Err(e) => Outcome::failed(
+            FailureKind::LocalIo,
+            format!(
+                "{}: cannot read {} to check its pin: {e}",
+                artifact.display_uri,
+                path.display()
+            ),
+        ),
+    }
+}
+
 impl<'a> RunState<'a> {
     fn new(plan: &'a Plan, opts: &'a Options) -> Self {
         let outcomes = plan
             .artifacts
             .iter()
-            .map(|artifact| match artifact.target {
-                Target::Local { .. } => Some(Outcome::new(Status::Local)),
+            .map(|artifact| match &artifact.target {
+                Target::Local { path } => Some(local_outcome(artifact, path)),
                 Target::Fetch { .. } => None,
             })
             .collect();

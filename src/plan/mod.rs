@@ -13,6 +13,7 @@ use crate::layout::check_name;
 
 use self::locator::Located;
 
+mod globs;
 mod locator;
 use crate::origin::Origin;
 use crate::source::Scheme;
@@ -216,7 +217,8 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let mut matched_pins = std::collections::HashSet::new();
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
-        for d in declared {
+        let declared = globs::expand(declared, &mut problems);
+        for d in &declared {
             // An invalid --staging-uri is reported on its own: plan against a stand-in.
             let staging = settings
                 .staging
@@ -226,11 +228,8 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                 .or(settings.staging.uri_invalid.then_some(&placeholder));
             match artifact(kind, d, dir, &real_dir, staging) {
                 Ok(mut a) => {
-                    // local:// files are in the image: nothing to verify here.
-                    let pin = match &a.target {
-                        Target::Fetch { .. } => pin_of(&pins, &d.uri, &a),
-                        Target::Local { .. } => None,
-                    };
+                    // local:// files are in the image: checked in place when pinned.
+                    let pin = pin_of(&pins, &d.uri, &a);
                     if let Some((key, digest)) = pin {
                         matched_pins.insert(key);
                         a.pin = Some(digest);

@@ -10,6 +10,7 @@ mod support;
 mod archives;
 mod check;
 mod edges;
+mod globs;
 mod hdfs;
 mod hdfs_harness;
 mod http_errors;
