@@ -632,7 +632,9 @@ mod tests {
     fn unsupported_scheme_lists_supported() {
         let e = one("ftp://x/a.jar").unwrap_err();
         assert!(
-            e.contains("http, https, s3, s3a, gs, abfss, abfs, wasbs, wasb, hdfs, viewfs, file, local"),
+            e.contains(
+                "http, https, s3, s3a, gs, abfss, abfs, wasbs, wasb, hdfs, viewfs, file, local"
+            ),
             "{e}"
         );
     }

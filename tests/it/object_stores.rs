@@ -408,6 +408,39 @@ fn azure_workload_identity_exchanges_the_federated_token() {
     assert_eq!(asked.len(), 1, "one token for the run");
     assert_eq!(asked[0].method, "POST");
 
+    // The ABFS OAuth client-credentials keys: the client secret exchanged at the
+    // tenant's endpoint, never shown.
+    let client_path = "/tenant-2/oauth2/v2.0/token";
+    entra.put(
+        client_path,
+        serde_json::json!({
+            "token_type": "Bearer",
+            "expires_in": 3599,
+            "access_token": entra_token("tenant-2"),
+        })
+        .to_string(),
+    );
+    let sb3 = Sandbox::new();
+    let props = sb3.write(
+        "spark.conf",
+        format!(
+            "spark.hadoop.fs.azure.account.oauth2.client.endpoint={authority}/tenant-2/oauth2/token\n\
+             spark.hadoop.fs.azure.account.oauth2.client.id=app-id\n\
+             spark.hadoop.fs.azure.account.oauth2.client.secret=CLIENTSECRETVALUE\n"
+        ),
+    );
+    let out = sb3
+        .fetch()
+        .env("AZURE_STORAGE_CONNECTION_STRING", &az.endpoint_only())
+        .env("SPARK_LOCALIZER_LOG", "spark_localizer=debug")
+        .args(["--ca-cert", &s(&ca), "--properties-file", &s(&props)])
+        .args(["--jars", &Azurite::uri("wident", "app.jar")])
+        .run();
+    out.expect_code(0).expect_stderr("[auth: Bearer]");
+    assert_eq!(std::fs::read(sb3.jar("app.jar")).unwrap(), jar);
+    assert_eq!(entra.requests_for(client_path).len(), 1);
+    assert!(!sb3.all_output(&out).contains("CLIENTSECRETVALUE"), "{out}");
+
     // Entra ID refuses the federated token (no federated credential for the
     // ServiceAccount): final, named with the credential source, fast.
     entra.always(token_path, Fault::Status(401));
