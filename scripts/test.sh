@@ -94,7 +94,7 @@ echo "==> scripts/validate-manifests.sh"
 bash scripts/validate-manifests.sh </dev/null
 
 # The container image (tests/it/image.rs, tests/it/spark_e2e.rs): the fully static musl
-# binary, its budgets checked (static, < 13 MiB, --version in an empty chroot), podman
+# binary, its budgets checked (static, < 16 MiB, --version in an empty chroot), podman
 # to build and run the FROM scratch image; and a Spark (PyPI's pyspark) for the real-JVM
 # end-to-end test.
 echo "==> images/build-static.sh"

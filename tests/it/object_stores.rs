@@ -82,6 +82,18 @@ fn gcs_a_service_account_key_signs_every_request() {
         "{out}"
     );
 
+    // The same key through GOOGLE_APPLICATION_CREDENTIALS.
+    let sb2 = Sandbox::new();
+    let out = sb2
+        .fetch()
+        .env("STORAGE_EMULATOR_HOST", &gcs.host())
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &s(&key))
+        .env("SPARK_LOCALIZER_LOG", "spark_localizer=debug")
+        .args(["--jars", "gs://keyed/libs/app.jar"])
+        .run();
+    out.expect_code(0).expect_stderr("[auth: Bearer]");
+    assert_eq!(std::fs::read(sb2.jar("app.jar")).unwrap(), jar);
+
     // A key file of a kind not read: a configuration error naming it, nothing shown of it.
     let bad = sb.write(
         "external.json",
