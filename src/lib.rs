@@ -22,6 +22,7 @@ mod layout;
 mod maven;
 mod mirror;
 mod net;
+mod oci;
 mod origin;
 mod output;
 mod plan;
