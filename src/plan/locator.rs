@@ -58,6 +58,11 @@ impl Located {
             }
             Scheme::S3 => crate::s3::client::locate(uri).map(|_| ()),
             Scheme::Hdfs => crate::source::hdfs::check_uri(uri),
+            // A layer is named `oci://registry/repo@sha256:<layer>/<title>` once
+            // its reference is resolved (before the plan).
+            Scheme::Oci if !uri.path().contains("@sha256:") => Err(format!(
+                "{shown}: the reference was not resolved (an earlier problem stopped it)"
+            )),
             Scheme::File
                 if uri
                     .host_str()

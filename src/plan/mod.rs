@@ -72,6 +72,8 @@ pub(crate) struct Artifact {
     /// For an archive of a known format: how and where it is unpacked. The fetched
     /// archive itself is kept in the state directory (`target`).
     pub unpack: Option<Unpack>,
+    /// For a layer of an `oci://` reference: what the reference resolved to.
+    pub oci: Option<crate::oci::Pinned>,
 }
 
 /// Where an archive is unpacked.
@@ -235,6 +237,11 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         matched_pins.insert(key);
                         a.pin = Some(digest);
                     }
+                    if let Some(layer) = settings.oci.layers.get(&d.uri) {
+                        if let Err(why) = pin_layer(&mut a, layer) {
+                            problems.push(format!("invalid {}: {why}", d.origin));
+                        }
+                    }
                     a.sha1 = settings.sha1_pins.get(&d.uri).copied();
                     artifacts.push(a);
                 }
@@ -368,6 +375,21 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
     })
 }
 
+/// A layer of an `oci://` reference: shown as the user wrote it, pinned to its
+/// layer digest; a `--checksums` pin must agree with it.
+fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) -> Result<(), String> {
+    if a.pin.is_some_and(|pin| pin != layer.pin) {
+        return Err(format!(
+            "--checksums pins {} to another sha256 than its layer digest {} in the registry's manifest; fix the pin or the reference",
+            layer.display_uri, layer.layer
+        ));
+    }
+    a.pin = Some(layer.pin);
+    a.display_uri = layer.display_uri.clone();
+    a.oci = Some(layer.clone());
+    Ok(())
+}
+
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
 fn artifact(
     kind: Kind,
@@ -403,6 +425,7 @@ fn artifact(
         sha1: None,
         origin: declared.origin.clone(),
         unpack,
+        oci: None,
     })
 }
 
@@ -555,6 +578,7 @@ fn bundle(
             into: dir.to_owned(),
             flat: true,
         }),
+        oci: None,
     })
 }
 
