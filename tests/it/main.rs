@@ -20,6 +20,7 @@ mod maven;
 mod mirror;
 mod nginx;
 mod observability;
+mod oci;
 mod outputs;
 mod ranges;
 mod readme;

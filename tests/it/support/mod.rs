@@ -6,6 +6,7 @@ pub mod cut_proxy;
 pub mod hdfs;
 pub mod nginx;
 pub mod pki;
+pub mod registry;
 pub mod seaweed;
 pub mod server;
 
@@ -348,6 +349,7 @@ impl<'a> Run<'a> {
                 || lower.ends_with("_proxy")
                 || name == "RUST_LOG"
                 || name == "SSL_CERT_FILE"
+                || name == "DOCKER_CONFIG"
             {
                 cmd.env_remove(&name);
             }
