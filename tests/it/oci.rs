@@ -464,3 +464,48 @@ fn sha256_file(path: &std::path::Path) -> String {
     std::io::copy(&mut f, &mut h).unwrap();
     hex::encode(h.finalize())
 }
+
+#[test]
+fn oci_check_shows_the_registry_the_credential_and_the_resolved_digest() {
+    let Some((registry, sb, auth)) = secured() else {
+        return;
+    };
+    let jar = data(13, 1234);
+    let digest = registry.push("team/app", "1.0", &[Layer::new("app.jar", &jar)]);
+    let host = registry.host();
+    let out = sb
+        .check()
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run();
+    out.expect_code(0);
+    let text = &out.stdout;
+    for want in [
+        format!("oci registry     {host} (https)"),
+        format!(
+            "credentials    user 'spark' from {} (--registry-auth)",
+            s(&auth)
+        ),
+        format!("oci reference    oci://{host}/team/app:1.0\n    resolved to    {digest}"),
+        format!("layer sha256:{} of {digest}", sha256_hex(&jar)),
+        format!("ok    oci://{host}/team/app:1.0#app.jar: 200 OK, size 1234 bytes, ranges yes"),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+    assert!(!sb.jar("app.jar").exists(), "check wrote an artifact");
+    assert_no_secrets("check output", &sb.all_output(&out));
+    assert!(!sb.all_output(&out).contains(PASSWORD));
+
+    // Anonymous: said, and the probe's failure says what to do.
+    let out = sb
+        .check()
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run();
+    out.expect_code(3)
+        .expect_stderr("anonymous (no --registry-auth or DOCKER_CONFIG)");
+}
