@@ -509,3 +509,108 @@ fn oci_check_shows_the_registry_the_credential_and_the_resolved_digest() {
     out.expect_code(3)
         .expect_stderr("anonymous (no --registry-auth or DOCKER_CONFIG)");
 }
+
+/// Token auth as public registries do it: the registry's Bearer challenge
+/// names a token realm; a basic token (credentials from --registry-auth) or an
+/// anonymous one is asked once per repository and reused for every blob; blob
+/// GETs redirected to another host (object storage) never carry it.
+#[test]
+fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
+    use crate::support::registry::TokenServer;
+    use crate::support::FaultServer;
+    let Some(mut registry) = Registry::start(true, false) else {
+        return;
+    };
+    let (a, b) = (data(14, 30_000), data(15, 20_000));
+    registry.push(
+        "team/app",
+        "1.0",
+        &[Layer::new("a.jar", &a), Layer::new("b.jar", &b)],
+    );
+    let tool = data(16, 5_000);
+    registry.push("public/tools", "1", &[Layer::new("tool.jar", &tool)]);
+    // Object storage: another host (localhost, not 127.0.0.1) holding the blobs.
+    let storage = FaultServer::start();
+    for bytes in [&a, &b, &tool] {
+        let hex = sha256_hex(bytes);
+        storage.put(
+            &format!("/docker/registry/v2/blobs/sha256/{}/{hex}/data", &hex[..2]),
+            bytes.to_vec(),
+        );
+    }
+    let tokens = TokenServer::start();
+    registry.reconfigure(
+        Some(tokens.config()),
+        Some(format!("http://localhost:{}", storage.port())),
+    );
+    let sb = Sandbox::new();
+    let auth = sb.write("config.json", registry.docker_config(PASSWORD));
+    let host = registry.host();
+    let ca = s(&registry.ca_file());
+    let out = sb
+        .fetch()
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .args(["--ca-cert", &ca])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), a);
+    assert_eq!(std::fs::read(sb.jar("b.jar")).unwrap(), b);
+    let asked = tokens.requests();
+    assert_eq!(asked.len(), 1, "one token for the repository: {asked:?}");
+    assert!(
+        asked[0]
+            .target
+            .contains("scope=repository%3Ateam%2Fapp%3Apull"),
+        "{asked:?}"
+    );
+    assert!(asked[0]
+        .authorization
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Basic ")));
+    let served = storage.requests();
+    assert!(
+        served.len() >= 2,
+        "the blobs did not come from the redirect: {served:?}"
+    );
+    for r in &served {
+        assert_eq!(
+            r.header("authorization"),
+            None,
+            "a credential went to the redirect host: {r:?}"
+        );
+    }
+    assert_no_secrets("output", &sb.all_output(&out));
+
+    // Anonymous: a token without credentials, for a repository that allows it.
+    let anon = Sandbox::new();
+    anon.fetch()
+        .args(["--jars", &format!("oci://{host}/public/tools:1")])
+        .args(["--ca-cert", &ca])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(anon.jar("tool.jar")).unwrap(), tool);
+    let last = tokens.requests().pop().unwrap();
+    assert_eq!(last.authorization, None, "{last:?}");
+
+    // Anonymous where a credential is needed: refused, at once, said so.
+    anon.fetch()
+        .retry_delay("3s")
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .args(["--ca-cert", &ca])
+        .run()
+        .expect_code(3)
+        .expect_stderr("refused anonymous access");
+    // Wrong credentials: the token realm refuses them.
+    let wrong = anon.write("wrong.json", registry.docker_config("nope-nope-1"));
+    let out = anon
+        .fetch()
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .args(["--ca-cert", &ca])
+        .arg("--registry-auth")
+        .arg(&wrong)
+        .run();
+    out.expect_code(3).expect_stderr("token realm");
+    assert!(!anon.all_output(&out).contains("nope-nope-1"));
+}

@@ -15,11 +15,34 @@ use super::pki::Pki;
 use super::sha256_hex;
 
 pub const USER: &str = "spark";
+/// The token auth's service and issuer names.
+pub const SERVICE: &str = "spark-localizer-test-registry";
+pub const ISSUER: &str = "spark-localizer-test-issuer";
 /// The test password: must never appear in any output.
 pub const PASSWORD: &str = "reg-pw-7Qz9xK2v";
 
+/// How a registry is set up.
+#[derive(Default)]
+pub struct Options {
+    pub tls: bool,
+    /// htpasswd Basic auth (`USER`/`PASSWORD`).
+    pub htpasswd: bool,
+    /// Token auth, with the token server's realm and the CA bundle its signing
+    /// certificates chain to.
+    pub token: Option<TokenConfig>,
+    /// Blob GETs redirected (307) to this base URL (the `redirect` storage middleware).
+    pub redirect: Option<String>,
+}
+
+pub struct TokenConfig {
+    pub realm: String,
+    pub bundle: PathBuf,
+}
+
 pub struct Registry {
     child: Option<Child>,
+    token: Option<TokenConfig>,
+    redirect: Option<String>,
     bin: PathBuf,
     pub port: u16,
     dir: tempfile::TempDir,
@@ -57,7 +80,23 @@ impl Registry {
     /// Starts a registry, with htpasswd auth (`USER`/`PASSWORD`) and TLS as
     /// asked; `None` (after printing SKIP) when it is not installed outside CI.
     pub fn start(tls: bool, auth: bool) -> Option<Registry> {
-        let (Some(bin), Some(htpasswd)) = (find("docker-registry"), find("htpasswd")) else {
+        Registry::start_with(Options {
+            tls,
+            htpasswd: auth,
+            ..Options::default()
+        })
+    }
+
+    /// Starts a registry as `options` say.
+    pub fn start_with(options: Options) -> Option<Registry> {
+        let Options {
+            tls,
+            htpasswd,
+            token,
+            redirect,
+        } = options;
+        let auth = htpasswd || token.is_some();
+        let (Some(bin), Some(htpasswd_bin)) = (find("docker-registry"), find("htpasswd")) else {
             if std::env::var_os("CI").is_some() {
                 panic!("docker-registry or htpasswd not found; `bash scripts/test.sh` installs docker-registry and apache2-utils");
             }
@@ -73,8 +112,8 @@ impl Registry {
             pki.write_leaf(dir.path());
             std::fs::write(dir.path().join("ca.pem"), &pki.ca_pem).unwrap();
         }
-        if auth {
-            let out = Command::new(htpasswd)
+        if htpasswd {
+            let out = Command::new(htpasswd_bin)
                 .args(["-Bbn", USER, PASSWORD])
                 .output()
                 .unwrap();
@@ -103,6 +142,8 @@ impl Registry {
             .unwrap();
         let mut registry = Registry {
             child: None,
+            token,
+            redirect,
             bin,
             port: 0,
             dir,
@@ -135,9 +176,20 @@ impl Registry {
                 "  tls:\n    certificate: {d}/cert.pem\n    key: {d}/key.pem\n"
             ));
         }
-        if self.auth {
+        if let Some(token) = &self.token {
+            c.push_str(&format!(
+                "auth:\n  token:\n    realm: {}\n    service: {SERVICE}\n    issuer: {ISSUER}\n    rootcertbundle: {}\n",
+                token.realm,
+                token.bundle.display()
+            ));
+        } else if self.auth {
             c.push_str(&format!(
                 "auth:\n  htpasswd:\n    realm: spark-localizer-test\n    path: {d}/htpasswd\n"
+            ));
+        }
+        if let Some(base) = &self.redirect {
+            c.push_str(&format!(
+                "middleware:\n  storage:\n    - name: redirect\n      options:\n        baseurl: {base}\n"
             ));
         }
         c
@@ -177,6 +229,15 @@ impl Registry {
         }
         self.stop();
         false
+    }
+
+    /// Restarts the registry (same port and storage) with token auth and a
+    /// blob redirect as given: push first, then switch (the test's own pushes
+    /// speak only Basic).
+    pub fn reconfigure(&mut self, token: Option<TokenConfig>, redirect: Option<String>) {
+        self.token = token;
+        self.redirect = redirect;
+        self.restart();
     }
 
     /// Kills the registry (its storage stays).
@@ -379,4 +440,196 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A request the token server answered.
+#[derive(Debug, Clone)]
+pub struct TokenRequest {
+    /// The path and query (`/token?service=…&scope=…`).
+    pub target: String,
+    pub authorization: Option<String>,
+}
+
+/// A Docker token server (the `realm` of a registry's Bearer challenge): Basic
+/// `USER`/`PASSWORD` gets pull on any repository, anonymous gets pull on
+/// `public/*` only; tokens are ES256 JWTs with the signing certificate in
+/// `x5c`, chained to `bundle`, as the registry's token auth verifies them.
+pub struct TokenServer {
+    pub port: u16,
+    pub bundle: PathBuf,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<TokenRequest>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TokenServer {
+    pub fn start() -> TokenServer {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "token CA");
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["token-signer".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("sl-token-")
+            .tempdir()
+            .unwrap();
+        let bundle = dir.path().join("bundle.pem");
+        std::fs::write(&bundle, ca.pem()).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = requests.clone();
+        let leaf_der = leaf.der().to_vec();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                answer(stream, &leaf_der, &key, &log);
+            }
+        });
+        TokenServer {
+            port,
+            bundle,
+            requests,
+            _dir: dir,
+        }
+    }
+
+    pub fn realm(&self) -> String {
+        format!("http://127.0.0.1:{}/token", self.port)
+    }
+
+    pub fn config(&self) -> TokenConfig {
+        TokenConfig {
+            realm: self.realm(),
+            bundle: self.bundle.clone(),
+        }
+    }
+
+    pub fn requests(&self) -> Vec<TokenRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn answer(
+    mut stream: std::net::TcpStream,
+    leaf_der: &[u8],
+    key: &rcgen::KeyPair,
+    log: &std::sync::Mutex<Vec<TokenRequest>>,
+) {
+    use base64::Engine as _;
+    use std::io::{Read, Write};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let mut lines = text.lines();
+    let target = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_owned();
+    let authorization = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.trim().to_owned());
+    log.lock().unwrap().push(TokenRequest {
+        target: target.clone(),
+        authorization: authorization.clone(),
+    });
+    let url = reqwest::Url::parse(&format!("http://x{target}")).unwrap();
+    let scope = url
+        .query_pairs()
+        .find(|(k, _)| k == "scope")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    let good = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"))
+    );
+    let (status, body) = match authorization.as_deref() {
+        Some(a) if a != good => (
+            "401 Unauthorized",
+            r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#.to_owned(),
+        ),
+        given => {
+            let repo = scope
+                .strip_prefix("repository:")
+                .and_then(|s| s.rsplit_once(':'))
+                .map(|(name, _)| name.to_owned())
+                .unwrap_or_default();
+            let allowed = given.is_some() || repo.starts_with("public/");
+            let actions: Vec<&str> = if allowed { vec!["pull"] } else { vec![] };
+            let token = jwt(
+                leaf_der,
+                key,
+                given.map(|_| USER).unwrap_or(""),
+                &repo,
+                &actions,
+            );
+            (
+                "200 OK",
+                serde_json::json!({"token": token, "expires_in": 300}).to_string(),
+            )
+        }
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// An ES256 JWT for `repo` with `actions`, signed by `key` (`x5c`: its certificate).
+fn jwt(leaf_der: &[u8], key: &rcgen::KeyPair, sub: &str, repo: &str, actions: &[&str]) -> String {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use base64::Engine as _;
+    use rcgen::SigningKey as _;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header =
+        serde_json::json!({"typ": "JWT", "alg": "ES256", "x5c": [STANDARD.encode(leaf_der)]});
+    let claims = serde_json::json!({
+        "iss": ISSUER, "sub": sub, "aud": SERVICE,
+        "exp": now + 300, "nbf": now - 10, "iat": now - 10,
+        "jti": format!("{now}-{}", fastrand::u64(..)),
+        "access": [{"type": "repository", "name": repo, "actions": actions}],
+    });
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let der = key.sign(signing_input.as_bytes()).unwrap();
+    format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(raw_signature(&der))
+    )
+}
+
+/// An ASN.1 ECDSA signature (SEQUENCE of INTEGER r, s) as JWS wants it: r || s, 32 bytes each.
+fn raw_signature(der: &[u8]) -> Vec<u8> {
+    let mut i = 2; // SEQUENCE tag and (short) length
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        assert_eq!(der[i], 0x02, "an INTEGER");
+        let len = der[i + 1] as usize;
+        let int = &der[i + 2..i + 2 + len];
+        let int = &int[int.len().saturating_sub(32)..];
+        out.extend(std::iter::repeat_n(0u8, 32 - int.len()));
+        out.extend_from_slice(int);
+        i += 2 + len;
+    }
+    out
 }
