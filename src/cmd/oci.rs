@@ -366,7 +366,7 @@ fn select<'a>(
     let mut seen = std::collections::HashSet::new();
     for (t, _) in &titled {
         if !seen.insert(t.as_str()) {
-            return Err(format!("{shown} has two layers titled '{t}'; select one with #{t} is ambiguous too: push distinct titles"));
+            return Err(format!("{shown} has two layers titled '{t}', which would both go to one file; push them with distinct titles"));
         }
     }
     Ok(titled)
