@@ -42,11 +42,14 @@ pub(crate) async fn expand(
     let mut refs: Vec<(List, usize, Reference)> = Vec::new();
     for (list, declared) in lists(settings) {
         for (i, d) in declared.iter().enumerate().filter(|(_, d)| is_oci(&d.uri)) {
+            crate::util::redact::register_url_secrets(&d.uri);
             match Reference::parse(&d.uri) {
                 Ok(r) => refs.push((list, i, r)),
-                Err(why) => {
-                    problems.push_message(format!("invalid {}: {}", d.origin, redact_url(&why)))
-                }
+                Err(why) => problems.push_message(format!(
+                    "invalid {}: {}",
+                    d.origin,
+                    crate::util::redact::scrub(&why)
+                )),
             }
         }
     }
@@ -216,8 +219,8 @@ async fn bounded<T>(
     }
 }
 
-/// The manifest digests an earlier run's report (at `--report`) recorded for
-/// tag references, by reference.
+/// The manifest digests a successful earlier run's report (at `--report`)
+/// recorded for tag references, by reference.
 fn earlier_digests(report: &std::path::Path) -> HashMap<String, String> {
     let Ok(text) = std::fs::read(report) else {
         return HashMap::new();
@@ -225,6 +228,10 @@ fn earlier_digests(report: &std::path::Path) -> HashMap<String, String> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(&text) else {
         return HashMap::new();
     };
+    // After a failed run the tag is resolved again: a fixed tag can heal the pod.
+    if value["ok"] != serde_json::Value::Bool(true) {
+        return HashMap::new();
+    }
     let mut out = HashMap::new();
     for a in value["artifacts"].as_array().into_iter().flatten() {
         let (Some(reference), Some(digest)) =
@@ -348,6 +355,14 @@ fn select<'a>(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    for (t, _) in &titled {
+        crate::layout::check_name(t).map_err(|why| {
+            format!(
+                "{shown}: the layer title '{}' {why}, so it cannot be a file name; push it under a plain file name",
+                t.escape_debug()
+            )
+        })?;
+    }
     if let Some(file) = &r.file {
         return titled
             .iter()

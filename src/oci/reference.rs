@@ -96,6 +96,9 @@ impl Reference {
 }
 
 fn check_registry(registry: &str) -> Result<(), &'static str> {
+    if registry.contains('@') {
+        return Err("holds credentials; give them in a docker config.json (--registry-auth), never in the URI");
+    }
     let (host, port) = match registry.rsplit_once(':') {
         Some((host, port)) if !host.ends_with(']') || registry.starts_with('[') => {
             (host, Some(port))
@@ -221,6 +224,7 @@ mod tests {
             ("oci://reg:x/a", "invalid port"),
             ("oci:///a", "is empty"),
             ("oci://reg/a#", "names no file"),
+            ("oci://u:pw@reg/a", "--registry-auth"),
         ] {
             let e = Reference::parse(raw).unwrap_err();
             assert!(e.contains(part), "{raw}: {e}");

@@ -369,6 +369,21 @@ fn oci_a_moved_tag_keeps_the_digest_of_the_earlier_run() {
     run(&fresh).expect_code(0);
     assert_eq!(std::fs::read(fresh.jar("app.jar")).unwrap(), v2);
     assert_eq!(fresh.artifact("app.jar")["oci"]["digest"], d2);
+
+    // After a failed run (a corrupt layer), a fixed tag heals the pod's rerun.
+    let bad = data(19, 2_000);
+    registry.push("team/app", "stable", &[Layer::new("app.jar", &bad)]);
+    let path = registry.blob_path(&format!("sha256:{}", sha256_hex(&bad)));
+    let mut stored = std::fs::read(&path).unwrap();
+    stored[0] ^= 0xff;
+    std::fs::write(&path, stored).unwrap();
+    let healing = Sandbox::new();
+    run(&healing).expect_code(4);
+    registry.push("team/app", "stable", &[Layer::new("app.jar", &v2)]);
+    let out = run(&healing);
+    out.expect_code(0);
+    assert!(!out.stderr.contains("keeping"), "{out}");
+    assert_eq!(std::fs::read(healing.jar("app.jar")).unwrap(), v2);
 }
 
 /// Bytes on disk (allocated blocks) under `dir` and its state directory.
@@ -613,4 +628,43 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
         .run();
     out.expect_code(3).expect_stderr("token realm");
     assert!(!anon.all_output(&out).contains("nope-nope-1"));
+}
+
+/// Connections cut in the middle of a layer (a proxy in front of the registry):
+/// a small layer resumes with a ranged request, a large one retries only the
+/// ranges that were cut; the bytes are the layer's.
+#[test]
+fn oci_layers_cut_mid_transfer_resume_with_ranges() {
+    use crate::support::cut_proxy::CutProxy;
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let (small, large) = (data(17, 20 << 20), data(18, 80 << 20));
+    registry.push("app", "1", &[Layer::new("small.jar", &small)]);
+    registry.push("data", "1", &[Layer::new("large.bin", &large)]);
+    let upstream: std::net::SocketAddr = registry.host().parse().unwrap();
+
+    let proxy = CutProxy::start(upstream, 5 << 20, 1);
+    let host = proxy.endpoint().trim_start_matches("http://").to_owned();
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args(["--jars", &format!("oci://{host}/app:1")])
+        .args(["--insecure-registry", &host])
+        .run();
+    out.expect_code(0).expect_stderr("resuming at byte");
+    assert_eq!(proxy.cuts(), 1);
+    assert_eq!(std::fs::read(sb.jar("small.jar")).unwrap(), small);
+    assert_eq!(sb.artifact("small.jar")["attempts"], 2);
+
+    let proxy = CutProxy::start(upstream, 3 << 20, 4);
+    let host = proxy.endpoint().trim_start_matches("http://").to_owned();
+    let out = sb
+        .fetch()
+        .args(["--files", &format!("oci://{host}/data:1")])
+        .args(["--insecure-registry", &host])
+        .run();
+    out.expect_code(0).expect_stderr("range ");
+    assert!(proxy.cuts() >= 4, "{out}");
+    assert!(std::fs::read(sb.files.join("large.bin")).unwrap() == large);
 }

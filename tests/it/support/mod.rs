@@ -24,7 +24,13 @@ pub use server::{refused_url, Fault, FaultServer, Request};
 pub const BIN: &str = env!("CARGO_BIN_EXE_spark-localizer");
 
 /// Secrets planted by the redaction tests; none may ever show up in any output.
-pub const SECRETS: &[&str] = &["SECRETPW", "SECRETSIG", "SECRETTOK", "SECRETHDR"];
+pub const SECRETS: &[&str] = &[
+    "SECRETPW",
+    "SECRETSIG",
+    "SECRETTOK",
+    "SECRETHDR",
+    registry::PASSWORD,
+];
 
 pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
