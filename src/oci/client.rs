@@ -338,8 +338,10 @@ impl Registry {
                 }
             }
         };
-        let response = request
-            .send()
+        let request = request
+            .build()
+            .map_err(|e| transport_error(&redact_url(realm), e))?;
+        let response = crate::net::trail::execute(&self.client, request)
             .await
             .map_err(|e| transport_error(&redact_url(realm), e))?;
         if !response.status().is_success() {

@@ -564,12 +564,16 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
     let ca = s(&registry.ca_file());
     let out = sb
         .fetch()
+        .global(["-vv"])
         .args(["--jars", &format!("oci://{host}/team/app:1.0")])
         .args(["--ca-cert", &ca])
         .arg("--registry-auth")
         .arg(&auth)
         .run();
-    out.expect_code(0);
+    out.expect_code(0)
+        .expect_stderr("/token?")
+        .expect_stderr("307");
+    assert!(!out.stderr.contains("eyJ"), "a token in the log: {out}");
     assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), a);
     assert_eq!(std::fs::read(sb.jar("b.jar")).unwrap(), b);
     let asked = tokens.requests();
@@ -667,4 +671,89 @@ fn oci_layers_cut_mid_transfer_resume_with_ranges() {
     out.expect_code(0).expect_stderr("range ");
     assert!(proxy.cuts() >= 4, "{out}");
     assert!(std::fs::read(sb.files.join("large.bin")).unwrap() == large);
+}
+
+/// An index (a multi-platform manifest list) is narrowed to the running
+/// platform's manifest (a Docker schema 2 one here); a digest reference is
+/// checked against the manifest's bytes.
+#[test]
+fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
+    let Some((registry, sb, auth)) = secured() else {
+        return;
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let (other, native) = (data(20, 1_000), data(21, 2_000));
+    let other_manifest = registry.manifest("multi/app", &[Layer::new("other.jar", &other)]);
+    let other_digest = registry.push_manifest(
+        "multi/app",
+        &format!("sha256:{}", sha256_hex(&other_manifest)),
+        "application/vnd.oci.image.manifest.v1+json",
+        &other_manifest,
+    );
+    // A Docker schema 2 manifest for the running platform.
+    let config = registry.push_blob("multi/app", b"{}");
+    let layer = registry.push_blob("multi/app", &native);
+    let docker = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": config, "size": 2},
+        "layers": [{
+            "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+            "digest": layer, "size": native.len(),
+            "annotations": {"org.opencontainers.image.title": "native.jar"},
+        }],
+    }))
+    .unwrap();
+    let native_digest = registry.push_manifest(
+        "multi/app",
+        &format!("sha256:{}", sha256_hex(&docker)),
+        "application/vnd.docker.distribution.manifest.v2+json",
+        &docker,
+    );
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other_digest,
+             "size": other_manifest.len(), "platform": {"os": "linux", "architecture": "s390x"}},
+            {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": native_digest,
+             "size": docker.len(), "platform": {"os": "linux", "architecture": arch}},
+        ],
+    }))
+    .unwrap();
+    let index_digest = registry.push_manifest(
+        "multi/app",
+        "2",
+        "application/vnd.oci.image.index.v1+json",
+        &index,
+    );
+    let host = registry.host();
+    let run = |sb: &Sandbox, uri: &str| {
+        sb.fetch()
+            .args(["--jars", uri, "--ca-cert"])
+            .arg(registry.ca_file())
+            .arg("--registry-auth")
+            .arg(&auth)
+            .run()
+    };
+    run(&sb, &format!("oci://{host}/multi/app:2")).expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("native.jar")).unwrap(), native);
+    assert!(!sb.jar("other.jar").exists());
+    let a = sb.artifact("native.jar");
+    assert_eq!(a["oci"]["digest"], index_digest);
+    assert_eq!(a["oci"]["platform_digest"], native_digest);
+
+    // By digest: the platform manifest directly.
+    let pinned = Sandbox::new();
+    run(&pinned, &format!("oci://{host}/multi/app@{other_digest}")).expect_code(0);
+    assert_eq!(std::fs::read(pinned.jar("other.jar")).unwrap(), other);
+    // A digest the repository does not have.
+    let zeros = format!("sha256:{}", "0".repeat(64));
+    run(&pinned, &format!("oci://{host}/multi/app@{zeros}"))
+        .expect_code(3)
+        .expect_stderr("no such manifest");
 }
