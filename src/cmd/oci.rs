@@ -141,10 +141,7 @@ async fn resolve_all(
             } else {
                 ExitCode::Fetch
             };
-            (
-                code,
-                format!("cannot resolve oci://{name}: {}", e.describe()),
-            )
+            (code, format!("cannot resolve {}", why(&name, &e)))
         })?;
         info!(
             "oci://{name} resolved to {}{}",
@@ -158,6 +155,16 @@ async fn resolve_all(
         out.insert(name, resolved);
     }
     Ok(out)
+}
+
+/// What happened, the reference said once (the client's errors start with it).
+fn why(name: &str, e: &SourceError) -> String {
+    let text = e.describe();
+    if text.starts_with("oci://") {
+        text
+    } else {
+        format!("oci://{name}: {text}")
+    }
 }
 
 async fn with_retries(
