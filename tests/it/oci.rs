@@ -602,6 +602,32 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
     }
     assert_no_secrets("output", &sb.all_output(&out));
 
+    // An identity token (`identitytoken`, as `docker login` to Azure or Harbor's
+    // OIDC writes it): exchanged at the realm with an OAuth2 refresh grant.
+    let ident = Sandbox::new();
+    let file = ident.write(
+        "config.json",
+        format!(
+            r#"{{"auths":{{"https://{host}/v1/":{{"identitytoken":"{}"}}}}}}"#,
+            crate::support::registry::IDENTITY_TOKEN
+        ),
+    );
+    let out = ident
+        .fetch()
+        .global(["-vv"])
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .args(["--ca-cert", &ca])
+        .arg("--registry-auth")
+        .arg(&file)
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(ident.jar("a.jar")).unwrap(), a);
+    let last = tokens.requests().pop().unwrap();
+    assert_eq!(last.method, "POST", "{last:?}");
+    assert!(last.form.contains("grant_type=refresh_token"), "{last:?}");
+    assert_eq!(last.authorization, None);
+    assert_no_secrets("output", &ident.all_output(&out));
+
     // Anonymous: a token without credentials, for a repository that allows it.
     let anon = Sandbox::new();
     anon.fetch()

@@ -30,6 +30,7 @@ pub const SECRETS: &[&str] = &[
     "SECRETTOK",
     "SECRETHDR",
     registry::PASSWORD,
+    registry::IDENTITY_TOKEN,
 ];
 
 pub fn sha256_hex(data: &[u8]) -> String {

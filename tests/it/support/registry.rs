@@ -15,6 +15,9 @@ use super::pki::Pki;
 use super::sha256_hex;
 
 pub const USER: &str = "spark";
+/// The OAuth2 refresh token (a docker config's `identitytoken`) the token
+/// server exchanges for access: must never appear in any output.
+pub const IDENTITY_TOKEN: &str = "ident-tok-Rk4m8Wq2";
 /// The token auth's service and issuer names.
 pub const SERVICE: &str = "spark-localizer-test-registry";
 pub const ISSUER: &str = "spark-localizer-test-issuer";
@@ -445,9 +448,12 @@ impl Drop for Registry {
 /// A request the token server answered.
 #[derive(Debug, Clone)]
 pub struct TokenRequest {
+    pub method: String,
     /// The path and query (`/token?service=…&scope=…`).
     pub target: String,
     pub authorization: Option<String>,
+    /// A POST's form.
+    pub form: String,
 }
 
 /// A Docker token server (the `realm` of a registry's Bearer challenge): Basic
@@ -531,27 +537,65 @@ fn answer(
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    let text = String::from_utf8_lossy(&buf).into_owned();
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let text = String::from_utf8_lossy(&buf[..end]).into_owned();
     let mut lines = text.lines();
-    let target = lines
+    let (method, target) = lines
         .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    let authorization = lines
+        .and_then(|l| {
+            let mut words = l.split_whitespace();
+            Some((words.next()?.to_owned(), words.next()?.to_owned()))
+        })
+        .unwrap_or_default();
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-        .map(|(_, v)| v.trim().to_owned());
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let authorization = header("authorization");
+    // A POST carries an OAuth2 form (a refresh token exchanged for an access token).
+    let length: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[end..].to_vec();
+    while body.len() < length {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let form = String::from_utf8_lossy(&body).into_owned();
     log.lock().unwrap().push(TokenRequest {
+        method: method.clone(),
         target: target.clone(),
         authorization: authorization.clone(),
+        form: form.clone(),
     });
-    let url = reqwest::Url::parse(&format!("http://x{target}")).unwrap();
-    let scope = url
-        .query_pairs()
-        .find(|(k, _)| k == "scope")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default();
+    let url = reqwest::Url::parse(&format!("http://x{target}?{form}")).unwrap();
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    let scope = param("scope");
+    let refresh = method == "POST"
+        && param("grant_type") == "refresh_token"
+        && param("refresh_token") == IDENTITY_TOKEN;
+    if method == "POST" && !refresh {
+        let body = r#"{"error":"invalid_grant"}"#;
+        let _ = write!(
+            stream,
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        return;
+    }
     let good = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"))
@@ -567,18 +611,22 @@ fn answer(
                 .and_then(|s| s.rsplit_once(':'))
                 .map(|(name, _)| name.to_owned())
                 .unwrap_or_default();
-            let allowed = given.is_some() || repo.starts_with("public/");
+            let allowed = given.is_some() || refresh || repo.starts_with("public/");
             let actions: Vec<&str> = if allowed { vec!["pull"] } else { vec![] };
             let token = jwt(
                 leaf_der,
                 key,
-                given.map(|_| USER).unwrap_or(""),
+                if given.is_some() || refresh { USER } else { "" },
                 &repo,
                 &actions,
             );
             (
                 "200 OK",
-                serde_json::json!({"token": token, "expires_in": 300}).to_string(),
+                if refresh {
+                    serde_json::json!({"access_token": token, "expires_in": 300}).to_string()
+                } else {
+                    serde_json::json!({"token": token, "expires_in": 300}).to_string()
+                },
             )
         }
     };
