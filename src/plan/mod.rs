@@ -238,9 +238,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         a.pin = Some(digest);
                     }
                     if let Some(layer) = settings.oci.layers.get(&d.uri) {
-                        if let Err(why) = pin_layer(&mut a, layer) {
-                            problems.push(format!("invalid {}: {why}", d.origin));
-                        }
+                        pin_layer(&mut a, layer);
                     }
                     a.sha1 = settings.sha1_pins.get(&d.uri).copied();
                     artifacts.push(a);
@@ -376,18 +374,22 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
 }
 
 /// A layer of an `oci://` reference: shown as the user wrote it, pinned to its
-/// layer digest; a `--checksums` pin must agree with it.
-fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) -> Result<(), String> {
-    if a.pin.is_some_and(|pin| pin != layer.pin) {
-        return Err(format!(
-            "--checksums pins {} to another sha256 than its layer digest {} in the registry's manifest; fix the pin or the reference",
-            layer.display_uri, layer.layer
-        ));
+/// layer digest. A `--checksums` pin of it wins (the bytes must match it): one
+/// that disagrees with the manifest is warned about, and fails the transfer
+/// (exit 4) unless the registry's bytes match the pin after all.
+fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) {
+    match a.pin {
+        Some(pin) if pin != layer.pin => tracing::warn!(
+            uri = %layer.display_uri,
+            "--checksums pins it to sha256 {}, but the registry's manifest names layer {}: the pin is kept and the transfer will fail on it",
+            hex::encode(pin),
+            layer.layer
+        ),
+        Some(_) => {}
+        None => a.pin = Some(layer.pin),
     }
-    a.pin = Some(layer.pin);
     a.display_uri = layer.display_uri.clone();
     a.oci = Some(layer.clone());
-    Ok(())
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.

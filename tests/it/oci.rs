@@ -332,6 +332,26 @@ fn oci_a_layer_whose_bytes_do_not_match_its_digest_is_never_published() {
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
     assert_eq!(sb.artifact("bad.jar")["status"], "failed");
     assert!(sb.term_log_text().unwrap().contains("bad.jar"));
+
+    // A --checksums pin (by title) that disagrees with the manifest: warned, exit 4.
+    let pinned = Sandbox::new();
+    let sums = pinned.write("sums", format!("{}  good.jar\n", "ab".repeat(32)));
+    pinned
+        .fetch()
+        .args([
+            "--jars",
+            &format!("oci://{}/team/app:1.0#good.jar", registry.host()),
+        ])
+        .args(["--checksums", &s(&sums)])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run()
+        .expect_code(4)
+        .expect_stderr("but the registry's manifest names layer")
+        .expect_stderr("sha256 mismatch");
+    assert!(!pinned.jar("good.jar").exists());
 }
 
 #[test]
