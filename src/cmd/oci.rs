@@ -433,3 +433,63 @@ fn describe(
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oci::manifest::Descriptor;
+
+    fn layer(title: Option<&str>) -> Descriptor {
+        Descriptor {
+            digest: format!("sha256:{}", "a".repeat(64)),
+            annotations: title
+                .map(|t| (crate::oci::manifest::TITLE.to_owned(), t.to_owned()))
+                .into_iter()
+                .collect(),
+            platform: None,
+        }
+    }
+
+    #[test]
+    fn select_keeps_titled_layers_and_says_what_is_wrong() {
+        let resolved = |titles: &[Option<&str>]| Resolved {
+            digest: "sha256:m".into(),
+            picked: None,
+            layers: titles.iter().map(|t| layer(*t)).collect(),
+        };
+        let titles = |r: &Resolved, raw: &str| {
+            select(raw, &Reference::parse(raw).unwrap(), r)
+                .map(|v| v.into_iter().map(|(t, _)| t).collect::<Vec<_>>())
+        };
+        let r = resolved(&[Some("a.jar"), None, Some("b.conf")]);
+        assert_eq!(titles(&r, "oci://h/r:1").unwrap(), ["a.jar", "b.conf"]);
+        assert_eq!(titles(&r, "oci://h/r:1#b.conf").unwrap(), ["b.conf"]);
+        let cases = [
+            (
+                resolved(&[None, None]),
+                "oci://h/r:1",
+                "no layer with an org.opencontainers.image.title",
+            ),
+            (r, "oci://h/r:1#c.jar", "its layers are: a.jar, b.conf"),
+            (
+                resolved(&[Some("a.jar"), Some("a.jar")]),
+                "oci://h/r:1",
+                "two layers titled 'a.jar'",
+            ),
+            (
+                resolved(&[Some("../x.jar")]),
+                "oci://h/r:1",
+                "cannot be a file name",
+            ),
+            (
+                resolved(&[Some("")]),
+                "oci://h/r:1",
+                "cannot be a file name",
+            ),
+        ];
+        for (r, raw, part) in cases {
+            let e = titles(&r, raw).unwrap_err();
+            assert!(e.contains(part), "{raw}: {e}");
+        }
+    }
+}
