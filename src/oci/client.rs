@@ -302,6 +302,21 @@ impl Registry {
                 format!("{shown}: the registry's token realm '{realm}' is not a URL"),
             )
         })?;
+        if url.scheme() != "https" && credential.is_some() {
+            let host = match url.port() {
+                Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+                None => url.host_str().unwrap_or_default().to_owned(),
+            };
+            if !self.is_insecure(&host) {
+                return Err(SourceError::new(
+                    FaultKind::Auth,
+                    format!(
+                        "{shown}: the registry's token realm {} is plain HTTP; credentials are not sent there unless its host is named with --insecure-registry {host}",
+                        redact_url(realm)
+                    ),
+                ));
+            }
+        }
         let request = match credential {
             Some(Credential::Identity { token }) => {
                 let mut form = vec![

@@ -582,11 +582,22 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
     let auth = sb.write("config.json", registry.docker_config(PASSWORD));
     let host = registry.host();
     let ca = s(&registry.ca_file());
+    // The test's token realm is plain HTTP: credentials go there only when named.
+    let realm_host = format!("127.0.0.1:{}", tokens.port);
+    sb.fetch()
+        .args(["--jars", &format!("oci://{host}/team/app:1.0")])
+        .args(["--ca-cert", &ca])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .run()
+        .expect_code(3)
+        .expect_stderr(&format!("is plain HTTP; credentials are not sent there unless its host is named with --insecure-registry {realm_host}"));
+    assert!(tokens.requests().is_empty());
     let out = sb
         .fetch()
         .global(["-vv"])
         .args(["--jars", &format!("oci://{host}/team/app:1.0")])
-        .args(["--ca-cert", &ca])
+        .args(["--ca-cert", &ca, "--insecure-registry", &realm_host])
         .arg("--registry-auth")
         .arg(&auth)
         .run();
@@ -636,7 +647,7 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
         .fetch()
         .global(["-vv"])
         .args(["--jars", &format!("oci://{host}/team/app:1.0")])
-        .args(["--ca-cert", &ca])
+        .args(["--ca-cert", &ca, "--insecure-registry", &realm_host])
         .arg("--registry-auth")
         .arg(&file)
         .run();
@@ -672,7 +683,7 @@ fn oci_bearer_tokens_anonymous_and_basic_never_sent_to_a_redirect_host() {
     let out = anon
         .fetch()
         .args(["--jars", &format!("oci://{host}/team/app:1.0")])
-        .args(["--ca-cert", &ca])
+        .args(["--ca-cert", &ca, "--insecure-registry", &realm_host])
         .arg("--registry-auth")
         .arg(&wrong)
         .run();
