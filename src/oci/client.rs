@@ -94,7 +94,8 @@ impl Registry {
         } else {
             "https"
         };
-        Url::parse(&format!("{scheme}://{registry}/v2/{repo}/{tail}")).map_err(|e| {
+        let host = api_host(registry);
+        Url::parse(&format!("{scheme}://{host}/v2/{repo}/{tail}")).map_err(|e| {
             SourceError::new(FaultKind::Refused, format!("oci://{registry}/{repo}: {e}"))
         })
     }
@@ -467,6 +468,15 @@ impl Registry {
     }
 }
 
+/// Where a registry's API is: Docker Hub's names lead to `registry-1.docker.io`,
+/// as container runtimes map them; every other registry is its own host.
+fn api_host(registry: &str) -> &str {
+    match registry {
+        "docker.io" | "index.docker.io" => "registry-1.docker.io",
+        other => other,
+    }
+}
+
 fn basic(username: &str, password: &str) -> HeaderValue {
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
     register_secret(&token);
@@ -538,5 +548,18 @@ pub(crate) fn transport_error(shown: &str, err: reqwest::Error) -> SourceError {
     match hint {
         Some(hint) => error.with_hint(hint),
         None => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::api_host;
+
+    #[test]
+    fn docker_hub_names_lead_to_its_api_host() {
+        assert_eq!(api_host("docker.io"), "registry-1.docker.io");
+        assert_eq!(api_host("index.docker.io"), "registry-1.docker.io");
+        assert_eq!(api_host("ghcr.io"), "ghcr.io");
+        assert_eq!(api_host("127.0.0.1:5000"), "127.0.0.1:5000");
     }
 }
