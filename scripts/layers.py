@@ -32,7 +32,7 @@ LAYERS = [
     ("source",),  # one file per scheme behind one trait
     ("stage",),  # staging server, stores, upload client, the wire contract
     ("layout", "cli"),  # the on-disk layout; the clap definitions
-    ("s3", "maven"),  # S3 settings and client (shared by the source and the staging store); the Maven resolver
+    ("s3", "maven", "oci"),  # S3 settings and client (shared by the source and the staging store); the Maven resolver; the OCI registry client
     ("cloud",),  # what the object_store backends share; GCS and Azure settings and clients
     ("net", "archive", "progress"),  # leaves with some weight
     ("fault", "properties", "origin"),  # small leaves

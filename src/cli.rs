@@ -332,6 +332,17 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::MIRROR_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub mirror_timeout: Duration,
 
+    /// Registry credentials for oci:// URIs: a docker config.json, as in a mounted
+    /// kubernetes.io/dockerconfigjson Secret (`{"auths": {...}}`)
+    /// [default: $DOCKER_CONFIG/config.json when DOCKER_CONFIG is set, else anonymous].
+    #[arg(long, env = env::REGISTRY_AUTH, value_name = "FILE")]
+    pub registry_auth: Option<PathBuf>,
+
+    /// A registry (HOST[:PORT], as oci:// URIs name it) spoken to in plain HTTP
+    /// instead of HTTPS (repeatable; the env twin is comma-separated).
+    #[arg(long, env = env::INSECURE_REGISTRY, value_name = "HOST[:PORT]", action = ArgAction::Append, value_delimiter = ',')]
+    pub insecure_registry: Vec<String>,
+
     /// The resource staging server, for staging bundles (`--staging-jars-id`, `staging://ID`)
     /// [default: spark.kubernetes.resourceStagingServer.internal.uri, else …resourceStagingServer.uri].
     #[arg(long, env = env::STAGING_URI, value_name = "URL")]

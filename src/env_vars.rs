@@ -50,6 +50,8 @@ pub(crate) const RESOLUTION: &str = "SPARK_LOCALIZER_RESOLUTION";
 pub(crate) const LOCK: &str = "SPARK_LOCALIZER_LOCK";
 pub(crate) const MIRROR: &str = "SPARK_LOCALIZER_MIRROR";
 pub(crate) const MIRROR_TIMEOUT: &str = "SPARK_LOCALIZER_MIRROR_TIMEOUT";
+pub(crate) const REGISTRY_AUTH: &str = "SPARK_LOCALIZER_REGISTRY_AUTH";
+pub(crate) const INSECURE_REGISTRY: &str = "SPARK_LOCALIZER_INSECURE_REGISTRY";
 // `mirror serve`.
 pub(crate) const MIRROR_LISTEN: &str = "SPARK_LOCALIZER_MIRROR_LISTEN";
 pub(crate) const MIRROR_DIR: &str = "SPARK_LOCALIZER_MIRROR_DIR";
@@ -78,6 +80,9 @@ pub(crate) const STAGE_SECRET_MANIFEST: &str = "SPARK_LOCALIZER_STAGE_SECRET_MAN
 pub(crate) const STAGE_KIND: &str = "SPARK_LOCALIZER_STAGE_KIND";
 /// Extra trust anchors, honoured like OpenSSL and curl do (a PEM bundle).
 pub(crate) const SSL_CERT_FILE: &str = "SSL_CERT_FILE";
+/// The docker configuration directory: `$DOCKER_CONFIG/config.json` holds the
+/// registry credentials of oci:// URIs when `--registry-auth` is not given.
+pub(crate) const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
 /// Set by the kubelet in every pod: the API server's address (`stage serve` owner checks).
 pub(crate) const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
 /// Set by the kubelet in every pod: the API server's port (`stage serve` owner checks).

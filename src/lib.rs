@@ -23,6 +23,7 @@ mod layout;
 mod maven;
 mod mirror;
 mod net;
+mod oci;
 mod origin;
 mod output;
 mod plan;

@@ -75,6 +75,10 @@ pub(crate) struct ReportEntry {
     pub mirror: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror_error: Option<String>,
+    /// For a layer of an `oci://` reference: the manifest digest it resolved to
+    /// and the layer's digest and title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oci: Option<crate::oci::Pinned>,
 }
 
 /// The JSON report.
@@ -158,6 +162,7 @@ impl Report {
                     Some(Mirrored::FellBack(why)) => Some(crate::util::redact::scrub(why)),
                     _ => None,
                 },
+                oci: a.oci.clone(),
             })
             .collect();
         Report {

@@ -386,6 +386,9 @@ fn describe_plan(out: &mut String, plan: &Plan) {
             a.display_uri,
             a.origin
         );
+        if let Some(oci) = &a.oci {
+            let _ = writeln!(out, "       layer {} of {}", oci.layer, oci.digest);
+        }
     }
 }
 

@@ -67,6 +67,9 @@ pub(crate) async fn prepare(
             resolution = Some(resolved);
         }
     }
+    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, cancel)
+        .await
+        .map_err(|(code, message)| NotReady::Stopped(code, message))?;
     // An invalid input hides nothing else: the sources are configured for the
     // valid ones, so their problems are reported in this run too.
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
@@ -75,7 +78,10 @@ pub(crate) async fn prepare(
         }
         e.partial
     });
-    let sources = build_sources(&settings, &plan, &mut problems);
+    let sources = build_sources(&settings, &plan, &mut problems).map(|sources| match oci {
+        Some(oci) => sources.with_oci(oci),
+        None => sources,
+    });
     match sources {
         Some(sources) if problems.is_empty() => {
             warn_about(&plan);

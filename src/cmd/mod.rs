@@ -14,6 +14,7 @@ pub(crate) mod exit;
 pub(crate) mod fetch;
 pub(crate) mod logging;
 pub(crate) mod mirror;
+pub(crate) mod oci;
 pub(crate) mod resolve;
 pub(crate) mod stage;
 

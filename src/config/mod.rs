@@ -8,6 +8,7 @@
 pub(crate) mod checksums;
 mod layers;
 pub(crate) mod mirror;
+pub(crate) mod oci;
 pub(crate) mod packages;
 mod staging;
 pub(crate) mod table;
@@ -92,6 +93,8 @@ pub(crate) struct Settings {
     pub sha1_pins: std::collections::HashMap<String, [u8; 20]>,
     /// `--mirror` and `--mirror-timeout`.
     pub mirror: Option<(url::Url, Duration)>,
+    /// `oci://` credentials, plain-HTTP registries and the resolved layers.
+    pub oci: oci::OciSettings,
 }
 
 /// Where staging bundles come from and the files holding their secrets.
@@ -223,6 +226,7 @@ impl Settings {
                 problems,
             );
         }
+        let oci = oci::settings(args, &layers, problems);
         let in_jars_dir = |name: &str| jars_dir.value.join(name);
         Settings {
             classpath_file: args
@@ -274,6 +278,7 @@ impl Settings {
             packages,
             sha1_pins: Default::default(),
             mirror: args.mirror.clone().map(|url| (url, args.mirror_timeout)),
+            oci,
         }
     }
 

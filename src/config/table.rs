@@ -194,6 +194,15 @@ pub(crate) const TERMINATION_LOG: Setting = setting(
     &[],
 );
 
+pub(crate) const REGISTRY_AUTH: Setting =
+    setting("registry auth", "registry_auth", env::REGISTRY_AUTH, &[]);
+pub(crate) const INSECURE_REGISTRY: Setting = setting(
+    "insecure registry",
+    "insecure_registry",
+    env::INSECURE_REGISTRY,
+    &[],
+);
+
 /// Every setting (the generated references and the tests read it).
 #[cfg(test)]
 pub(crate) const ALL: &[Setting] = &[
@@ -234,6 +243,8 @@ pub(crate) const ALL: &[Setting] = &[
     STAGING_JARS_SECRET,
     STAGING_FILES_SECRET,
     STAGING_CA_CERT,
+    REGISTRY_AUTH,
+    INSECURE_REGISTRY,
 ];
 
 #[cfg(test)]

@@ -60,6 +60,11 @@ impl Located {
             Scheme::Gcs => crate::source::gcs::locate(uri).map(|_| ()),
             Scheme::Azure => crate::cloud::azure::locate(uri).map(|_| ()),
             Scheme::Hdfs => crate::source::hdfs::check_uri(uri),
+            // A layer is named `oci://registry/repo@sha256:<layer>/<title>` once
+            // its reference is resolved (before the plan).
+            Scheme::Oci if !uri.path().contains("@sha256:") => Err(format!(
+                "{shown}: the reference was not resolved (an earlier problem stopped it)"
+            )),
             Scheme::File
                 if uri
                     .host_str()

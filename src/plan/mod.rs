@@ -73,6 +73,8 @@ pub(crate) struct Artifact {
     /// For an archive of a known format: how and where it is unpacked. The fetched
     /// archive itself is kept in the state directory (`target`).
     pub unpack: Option<Unpack>,
+    /// For a layer of an `oci://` reference: what the reference resolved to.
+    pub oci: Option<crate::oci::Pinned>,
 }
 
 /// Where an archive is unpacked.
@@ -234,6 +236,9 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         matched_pins.insert(key);
                         a.pin = Some(digest);
                     }
+                    if let Some(layer) = settings.oci.layers.get(&d.uri) {
+                        pin_layer(&mut a, layer);
+                    }
                     a.sha1 = settings.sha1_pins.get(&d.uri).copied();
                     artifacts.push(a);
                 }
@@ -367,6 +372,25 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
     })
 }
 
+/// A layer of an `oci://` reference: shown as the user wrote it, pinned to its
+/// layer digest. A `--checksums` pin of it wins (the bytes must match it): one
+/// that disagrees with the manifest is warned about, and fails the transfer
+/// (exit 4) unless the registry's bytes match the pin after all.
+fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) {
+    match a.pin {
+        Some(pin) if pin != layer.pin => tracing::warn!(
+            uri = %layer.display_uri,
+            "--checksums pins it to sha256 {}, but the registry's manifest names layer {}: the pin is kept and the transfer will fail on it",
+            hex::encode(pin),
+            layer.layer
+        ),
+        Some(_) => {}
+        None => a.pin = Some(layer.pin),
+    }
+    a.display_uri = layer.display_uri.clone();
+    a.oci = Some(layer.clone());
+}
+
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
 fn artifact(
     kind: Kind,
@@ -402,6 +426,7 @@ fn artifact(
         sha1: None,
         origin: declared.origin.clone(),
         unpack,
+        oci: None,
     })
 }
 
@@ -554,6 +579,7 @@ fn bundle(
             into: dir.to_owned(),
             flat: true,
         }),
+        oci: None,
     })
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod hdfs;
 pub(crate) mod http;
 pub(crate) mod mirror;
 mod object;
+pub(crate) mod oci;
 pub(crate) mod s3;
 pub(crate) mod staging;
 
@@ -43,13 +44,16 @@ pub(crate) enum Scheme {
     /// `staging://<resourceId>`: a bundle on the resource staging server (`--staging-uri`),
     /// fetched with the secret of its kind and unpacked flat into the jars or files dir.
     Staging,
+    /// `oci://registry/repository[:tag|@digest][#file]`: layers of an OCI
+    /// artifact, resolved to one artifact per layer before the plan.
+    Oci,
 }
 
 impl Scheme {
     /// Every scheme accepted, as users write them.
     pub(crate) const SUPPORTED: &'static [&'static str] = &[
         "http", "https", "s3", "s3a", "gs", "abfss", "abfs", "wasbs", "wasb", "hdfs", "viewfs",
-        "file", "local", "staging",
+        "file", "local", "staging", "oci",
     ];
 
     /// Looks up a URI scheme (case-insensitive, as URL schemes are).
@@ -64,6 +68,7 @@ impl Scheme {
             "hdfs" | "viewfs" => Some(Scheme::Hdfs),
             "local" => Some(Scheme::Local),
             "staging" => Some(Scheme::Staging),
+            "oci" => Some(Scheme::Oci),
             _ => None,
         }
     }
@@ -193,6 +198,7 @@ pub(crate) struct Sources {
     hdfs: Arc<hdfs::HdfsSource>,
     staging: Arc<staging::StagingSource>,
     mirror: Option<Arc<mirror::MirrorSource>>,
+    oci: Option<Arc<oci::OciSource>>,
 }
 
 impl Sources {
@@ -211,6 +217,7 @@ impl Sources {
             hdfs: Arc::new(hdfs),
             staging: Arc::new(staging),
             mirror: None,
+            oci: None,
         }
     }
 
@@ -228,6 +235,12 @@ impl Sources {
     /// Asks `mirror` first for every artifact fetched without credentials.
     pub(crate) fn with_mirror(mut self, mirror: mirror::MirrorSource) -> Self {
         self.mirror = Some(Arc::new(mirror));
+        self
+    }
+
+    /// Fetches `oci://` layers with `oci` (set when the plan has any).
+    pub(crate) fn with_oci(mut self, oci: oci::OciSource) -> Self {
+        self.oci = Some(Arc::new(oci));
         self
     }
 
@@ -285,6 +298,7 @@ impl Sources {
         sources
             .iter()
             .flat_map(|source| source.describe())
+            .chain(self.oci.iter().flat_map(|oci| oci.describe()))
             .collect()
     }
 
@@ -304,6 +318,7 @@ impl Sources {
             Scheme::Azure => Some(self.azure.clone()),
             Scheme::Hdfs => Some(self.hdfs.clone()),
             Scheme::Staging => Some(self.staging.clone()),
+            Scheme::Oci => self.oci.clone().map(|oci| oci as Arc<dyn Source>),
             Scheme::Local => None,
         }
     }

@@ -22,6 +22,7 @@ mod mirror;
 mod nginx;
 mod object_stores;
 mod observability;
+mod oci;
 mod outputs;
 mod ranges;
 mod readme;

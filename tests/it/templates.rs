@@ -50,6 +50,9 @@ const EXPECTED: &[&str] = &[
     "mirror/daemonset.yaml",
     "mirror/service.yaml",
     "mirror/executor.yaml",
+    "oci/driver.yaml",
+    "oci/executor.yaml",
+    "oci/registry-secret.yaml",
 ];
 
 /// Volumes Spark adds to the pod itself, which a template may mount without declaring.

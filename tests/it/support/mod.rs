@@ -7,6 +7,7 @@ pub mod cut_proxy;
 pub mod hdfs;
 pub mod nginx;
 pub mod pki;
+pub mod registry;
 pub mod seaweed;
 pub mod server;
 
@@ -24,7 +25,14 @@ pub use server::{refused_url, Fault, FaultServer, Request};
 pub const BIN: &str = env!("CARGO_BIN_EXE_spark-localizer");
 
 /// Secrets planted by the redaction tests; none may ever show up in any output.
-pub const SECRETS: &[&str] = &["SECRETPW", "SECRETSIG", "SECRETTOK", "SECRETHDR"];
+pub const SECRETS: &[&str] = &[
+    "SECRETPW",
+    "SECRETSIG",
+    "SECRETTOK",
+    "SECRETHDR",
+    registry::PASSWORD,
+    registry::IDENTITY_TOKEN,
+];
 
 pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
@@ -349,6 +357,7 @@ impl<'a> Run<'a> {
                 || lower.ends_with("_proxy")
                 || name == "RUST_LOG"
                 || name == "SSL_CERT_FILE"
+                || name == "DOCKER_CONFIG"
             {
                 cmd.env_remove(&name);
             }

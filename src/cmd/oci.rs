@@ -1,0 +1,495 @@
+//! The resolution step of `oci://` references, before the plan (as `--packages`
+//! is resolved): each reference becomes its manifest's digest (a tag is
+//! resolved; an index narrowed to the running platform, else its first entry),
+//! and one artifact per layer named by its `org.opencontainers.image.title`,
+//! pinned to the layer digest. A tag an earlier run in the same place resolved
+//! (its report) keeps that digest, so a rerun gets the same bytes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use crate::cmd::exit::ExitCode;
+use crate::config::{Declared, Problems, Settings};
+use crate::fault::{FaultKind, SourceError};
+use crate::oci::auth::AuthFile;
+use crate::oci::{Pinned, Reference, Registry, Resolved};
+use crate::retry::{Backoff, RetryPolicy};
+use crate::source::oci::OciSource;
+use crate::util::redact::redact_url;
+
+/// Why resolution stopped the run: its exit code and message.
+pub(crate) type Stopped = (ExitCode, String);
+
+/// Which list a declared reference came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum List {
+    Jars,
+    Files,
+    Archives,
+}
+
+/// Resolves every `oci://` URI of `settings` and puts its layers in its place;
+/// returns the source fetching them. Invalid references and an unreadable
+/// `--registry-auth` are configuration problems (no traffic then: the
+/// references are dropped from the lists and the run stops on the problems).
+pub(crate) async fn expand(
+    settings: &mut Settings,
+    problems: &mut Problems,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+) -> Result<Option<OciSource>, Stopped> {
+    let mut refs: Vec<(List, usize, Reference)> = Vec::new();
+    for (list, declared) in lists(settings) {
+        for (i, d) in declared.iter().enumerate().filter(|(_, d)| is_oci(&d.uri)) {
+            crate::util::redact::register_url_secrets(&d.uri);
+            match Reference::parse(&d.uri) {
+                Ok(r) => refs.push((list, i, r)),
+                Err(why) => problems.push_message(format!(
+                    "invalid {}: {}",
+                    d.origin,
+                    crate::util::redact::scrub(&why)
+                )),
+            }
+        }
+    }
+    let any = lists(settings)
+        .iter()
+        .any(|(_, l)| l.iter().any(|d| is_oci(&d.uri)));
+    if !any {
+        return Ok(None);
+    }
+    let auth = match &settings.oci.auth_file {
+        Some((path, origin)) => AuthFile::load(path, origin.clone())
+            .map_err(|why| problems.push_message(why))
+            .ok(),
+        None => None,
+    };
+    let client = crate::net::client(&settings.http)
+        .map_err(|e| problems.push_message(crate::util::redact::error_chain(&e)))
+        .ok();
+    let (Some(client), true) = (client, problems.is_empty()) else {
+        for list in [
+            &mut settings.jars,
+            &mut settings.files,
+            &mut settings.archives,
+        ] {
+            list.retain(|d| !is_oci(&d.uri));
+        }
+        return Ok(None);
+    };
+    let registry = Arc::new(Registry::new(client, auth, settings.oci.insecure.clone()));
+    let earlier = earlier_digests(&settings.report);
+    let work = resolve_all(settings, &registry, &refs, &earlier);
+    let resolved = bounded(settings, cancel, work).await??;
+    let lines = describe(&registry, &refs, &resolved);
+    expand_lists(settings, refs, &resolved).map_err(|message| (ExitCode::Fetch, message))?;
+    Ok(Some(OciSource::new(registry, lines)))
+}
+
+fn is_oci(uri: &str) -> bool {
+    uri.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
+}
+
+fn lists(settings: &Settings) -> [(List, &Vec<Declared>); 3] {
+    [
+        (List::Jars, &settings.jars),
+        (List::Files, &settings.files),
+        (List::Archives, &settings.archives),
+    ]
+}
+
+/// Resolves each distinct reference (with the run's retries), in order.
+async fn resolve_all(
+    settings: &Settings,
+    registry: &Registry,
+    refs: &[(List, usize, Reference)],
+    earlier: &HashMap<String, String>,
+) -> Result<HashMap<String, Resolved>, Stopped> {
+    let policy = RetryPolicy {
+        retries: settings.retries,
+        backoff: Backoff::new(settings.retry_delay),
+    };
+    let mut out = HashMap::new();
+    for (_, _, r) in refs {
+        let name = r.name();
+        if out.contains_key(&name) {
+            continue;
+        }
+        let kept = earlier.get(&name).filter(|_| r.digest.is_none());
+        let resolved = match kept {
+            Some(digest) => {
+                let mut pinned = r.clone();
+                pinned.digest = Some(digest.clone());
+                match with_retries(&policy, registry, &pinned).await {
+                    Ok(resolved) => {
+                        info!("oci://{name}: keeping {digest}, which the earlier run in this place resolved it to (its report)");
+                        Ok(resolved)
+                    }
+                    Err(e) => {
+                        warn!("oci://{name}: {digest} from the earlier run's report is gone ({}); resolving the tag again", e.describe());
+                        with_retries(&policy, registry, r).await
+                    }
+                }
+            }
+            None => with_retries(&policy, registry, r).await,
+        };
+        let resolved = resolved.map_err(|e| {
+            let code = if e.kind == FaultKind::Integrity {
+                ExitCode::Integrity
+            } else {
+                ExitCode::Fetch
+            };
+            (code, format!("cannot resolve {}", why(&name, &e)))
+        })?;
+        info!(
+            "oci://{name} resolved to {}{}",
+            resolved.digest,
+            resolved
+                .picked
+                .as_deref()
+                .map(|p| format!(" (index; picked {p})"))
+                .unwrap_or_default()
+        );
+        out.insert(name, resolved);
+    }
+    Ok(out)
+}
+
+/// What happened, the reference said once (the client's errors start with it).
+fn why(name: &str, e: &SourceError) -> String {
+    let text = e.describe();
+    if text.starts_with("oci://") {
+        text
+    } else {
+        format!("oci://{name}: {text}")
+    }
+}
+
+async fn with_retries(
+    policy: &RetryPolicy,
+    registry: &Registry,
+    r: &Reference,
+) -> Result<Resolved, SourceError> {
+    let mut attempt = 1;
+    loop {
+        match registry.resolve(r).await {
+            Ok(resolved) => return Ok(resolved),
+            Err(e) => match policy.next_delay(attempt, &e) {
+                Some(delay) => {
+                    warn!(
+                        "oci://{}: {} (retrying in {:?})",
+                        r.name(),
+                        e.describe(),
+                        delay
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => return Err(e),
+            },
+        }
+    }
+}
+
+/// Runs `work` within the deadline and until a stop signal.
+async fn bounded<T>(
+    settings: &Settings,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Stopped> {
+    let deadline = settings.deadline.value;
+    let stop = async {
+        match cancel {
+            Some(cancel) => {
+                let mut cancel = cancel.clone();
+                if cancel.wait_for(|stop| *stop).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        done = tokio::time::timeout(deadline, work) => done.map_err(|_| (
+            ExitCode::Deadline,
+            format!(
+                "oci://: references not resolved within the deadline ({}, --deadline)",
+                crate::util::duration::format_duration(deadline)
+            ),
+        )),
+        () = stop => Err((
+            ExitCode::Interrupted,
+            "oci://: stopped by a signal while resolving references".to_owned(),
+        )),
+    }
+}
+
+/// The manifest digests a successful earlier run's report (at `--report`)
+/// recorded for tag references, by reference.
+fn earlier_digests(report: &std::path::Path) -> HashMap<String, String> {
+    let Ok(text) = std::fs::read(report) else {
+        return HashMap::new();
+    };
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return HashMap::new();
+    };
+    // After a failed run the tag is resolved again: a fixed tag can heal the pod.
+    if value["ok"] != serde_json::Value::Bool(true) {
+        return HashMap::new();
+    }
+    let mut out = HashMap::new();
+    for a in value["artifacts"].as_array().into_iter().flatten() {
+        let (Some(reference), Some(digest)) =
+            (a["oci"]["reference"].as_str(), a["oci"]["digest"].as_str())
+        else {
+            continue;
+        };
+        if let Ok(r) = Reference::parse(reference) {
+            out.insert(r.name(), digest.to_owned());
+        }
+    }
+    out
+}
+
+/// Replaces each reference in its list by its layers (in the manifest's
+/// order); through `--jars`, layers not titled `*.jar` go to the files.
+fn expand_lists(
+    settings: &mut Settings,
+    refs: Vec<(List, usize, Reference)>,
+    resolved: &HashMap<String, Resolved>,
+) -> Result<(), String> {
+    let mut by_place: HashMap<usize, Vec<Declared>> = HashMap::new();
+    let mut extra_files = Vec::new();
+    for (list, i, r) in &refs {
+        let declared = match list {
+            List::Jars => &settings.jars[*i],
+            List::Files => &settings.files[*i],
+            List::Archives => &settings.archives[*i],
+        };
+        let origin = declared.origin.clone();
+        let shown = redact_url(declared.uri.split('#').next().unwrap_or_default());
+        let layers = select(&shown, r, &resolved[&r.name()])?;
+        let mut here = Vec::new();
+        for (title, layer) in layers {
+            let pin = crate::oci::reference::check_digest(&layer.digest).map_err(|why| {
+                format!("{shown}: layer {title} has digest '{}', which {why}; only sha256 layers can be verified", layer.digest)
+            })?;
+            let internal = format!(
+                "oci://{}/{}@{}/{}",
+                r.registry,
+                r.repository,
+                layer.digest,
+                percent_encoding::utf8_percent_encode(&title, percent_encoding::NON_ALPHANUMERIC)
+            );
+            let res = &resolved[&r.name()];
+            settings.oci.layers.insert(
+                internal.clone(),
+                Pinned {
+                    reference: shown.clone(),
+                    digest: res.digest.clone(),
+                    platform_digest: res.picked.clone(),
+                    layer: layer.digest.clone(),
+                    display_uri: format!("{shown}#{title}"),
+                    title: title.clone(),
+                    pin,
+                },
+            );
+            let d = Declared {
+                uri: internal,
+                origin: origin.clone(),
+            };
+            if *list == List::Jars && !title.ends_with(".jar") {
+                extra_files.push(d);
+            } else {
+                here.push(d);
+            }
+        }
+        by_place.insert(key(*list, *i), here);
+    }
+    for (list, target) in [
+        (List::Jars, &mut settings.jars),
+        (List::Files, &mut settings.files),
+        (List::Archives, &mut settings.archives),
+    ] {
+        let old = std::mem::take(target);
+        for (i, d) in old.into_iter().enumerate() {
+            match by_place.remove(&key(list, i)) {
+                Some(layers) => target.extend(layers),
+                None => target.push(d),
+            }
+        }
+    }
+    settings.files.extend(extra_files);
+    Ok(())
+}
+
+/// A position in one of the three lists, unique across them.
+fn key(list: List, i: usize) -> usize {
+    i * 3
+        + match list {
+            List::Jars => 0,
+            List::Files => 1,
+            List::Archives => 2,
+        }
+}
+
+/// The layers a reference gives: those with a title (`#file`: the one with that
+/// title). Untitled layers (an image's filesystem) are skipped with a warning;
+/// none titled is an error saying how to push files.
+fn select<'a>(
+    shown: &str,
+    r: &Reference,
+    resolved: &'a Resolved,
+) -> Result<Vec<(String, &'a crate::oci::manifest::Descriptor)>, String> {
+    let titled: Vec<(String, &crate::oci::manifest::Descriptor)> = resolved
+        .layers
+        .iter()
+        .filter_map(|l| l.title().map(|t| (t.to_owned(), l)))
+        .collect();
+    let untitled = resolved.layers.len() - titled.len();
+    if titled.is_empty() {
+        return Err(format!(
+            "{shown} ({}) has no layer with an org.opencontainers.image.title annotation, so no file to localize; push files with `oras push REGISTRY/REPO:TAG app.jar:application/java-archive`",
+            resolved.digest
+        ));
+    }
+    let titles = || {
+        titled
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (t, _) in &titled {
+        crate::layout::check_name(t).map_err(|why| {
+            format!(
+                "{shown}: the layer title '{}' {why}, so it cannot be a file name; push it under a plain file name",
+                t.escape_debug()
+            )
+        })?;
+    }
+    if let Some(file) = &r.file {
+        return titled
+            .iter()
+            .find(|(t, _)| t == file)
+            .map(|(t, l)| vec![(t.clone(), *l)])
+            .ok_or_else(|| {
+                format!(
+                    "{shown} has no layer titled '{file}' (#{file}); its layers are: {}",
+                    titles()
+                )
+            });
+    }
+    if untitled > 0 {
+        warn!("{shown}: skipping {untitled} layer(s) without an org.opencontainers.image.title annotation");
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (t, _) in &titled {
+        if !seen.insert(t.as_str()) {
+            return Err(format!("{shown} has two layers titled '{t}', which would both go to one file; push them with distinct titles"));
+        }
+    }
+    Ok(titled)
+}
+
+/// What `check` shows: each registry's scheme and credential, each reference's
+/// resolution.
+fn describe(
+    registry: &Registry,
+    refs: &[(List, usize, Reference)],
+    resolved: &HashMap<String, Resolved>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (_, _, r) in refs {
+        if seen.insert(r.registry.clone()) {
+            lines.push(format!(
+                "  oci registry     {} ({})\n    credentials    {}",
+                r.registry,
+                if registry.is_insecure(&r.registry) {
+                    "plain HTTP: --insecure-registry"
+                } else {
+                    "https"
+                },
+                registry.auth_source(&r.registry)
+            ));
+        }
+    }
+    let mut shown = std::collections::HashSet::new();
+    for (_, _, r) in refs {
+        let name = r.name();
+        if let Some(res) = resolved.get(&name).filter(|_| shown.insert(name.clone())) {
+            lines.push(format!(
+                "  oci reference    oci://{name}\n    resolved to    {}{}",
+                res.digest,
+                res.picked
+                    .as_deref()
+                    .map(|p| format!(" (index; picked {p})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oci::manifest::Descriptor;
+
+    fn layer(title: Option<&str>) -> Descriptor {
+        Descriptor {
+            digest: format!("sha256:{}", "a".repeat(64)),
+            annotations: title
+                .map(|t| (crate::oci::manifest::TITLE.to_owned(), t.to_owned()))
+                .into_iter()
+                .collect(),
+            platform: None,
+        }
+    }
+
+    #[test]
+    fn select_keeps_titled_layers_and_says_what_is_wrong() {
+        let resolved = |titles: &[Option<&str>]| Resolved {
+            digest: "sha256:m".into(),
+            picked: None,
+            layers: titles.iter().map(|t| layer(*t)).collect(),
+        };
+        let titles = |r: &Resolved, raw: &str| {
+            select(raw, &Reference::parse(raw).unwrap(), r)
+                .map(|v| v.into_iter().map(|(t, _)| t).collect::<Vec<_>>())
+        };
+        let r = resolved(&[Some("a.jar"), None, Some("b.conf")]);
+        assert_eq!(titles(&r, "oci://h/r:1").unwrap(), ["a.jar", "b.conf"]);
+        assert_eq!(titles(&r, "oci://h/r:1#b.conf").unwrap(), ["b.conf"]);
+        let cases = [
+            (
+                resolved(&[None, None]),
+                "oci://h/r:1",
+                "no layer with an org.opencontainers.image.title",
+            ),
+            (r, "oci://h/r:1#c.jar", "its layers are: a.jar, b.conf"),
+            (
+                resolved(&[Some("a.jar"), Some("a.jar")]),
+                "oci://h/r:1",
+                "two layers titled 'a.jar'",
+            ),
+            (
+                resolved(&[Some("../x.jar")]),
+                "oci://h/r:1",
+                "cannot be a file name",
+            ),
+            (
+                resolved(&[Some("")]),
+                "oci://h/r:1",
+                "cannot be a file name",
+            ),
+        ];
+        for (r, raw, part) in cases {
+            let e = titles(&r, raw).unwrap_err();
+            assert!(e.contains(part), "{raw}: {e}");
+        }
+    }
+}

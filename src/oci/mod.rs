@@ -1,0 +1,36 @@
+//! OCI registries (Registry API v2, ORAS conventions): references, manifests,
+//! credentials as kubelet reads them, and one client that resolves a reference
+//! to its layers and fetches blobs. The `oci://` source and the resolution step
+//! before the plan both use it.
+
+pub(crate) mod auth;
+pub(crate) mod client;
+pub(crate) mod manifest;
+pub(crate) mod reference;
+
+pub(crate) use client::{Registry, Resolved};
+pub(crate) use reference::Reference;
+
+/// One layer of a resolved `oci://` reference, as the plan pins it and the
+/// report records it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Pinned {
+    /// The reference as given, without `#file` (secrets redacted).
+    pub reference: String,
+    /// The digest of the manifest the reference resolved to (a tag's, recorded
+    /// so a rerun gets the same bytes).
+    pub digest: String,
+    /// For an index: the manifest picked from it (running platform, else first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform_digest: Option<String>,
+    /// The layer's digest: the artifact's pin.
+    pub layer: String,
+    /// The layer's `org.opencontainers.image.title`.
+    pub title: String,
+    /// What logs and the report show: `<reference>#<title>`.
+    #[serde(skip)]
+    pub display_uri: String,
+    /// The layer digest's bytes.
+    #[serde(skip)]
+    pub pin: [u8; 32],
+}
