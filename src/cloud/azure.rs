@@ -35,7 +35,7 @@ use object_store::RetryConfig;
 use url::Url;
 
 use super::{Place, Traced};
-use crate::fault::{FaultKind, SourceError};
+use crate::fault::SourceError;
 use crate::properties::Properties;
 
 /// The prefix of the Hadoop ABFS/WASB keys in a Spark properties file.
@@ -608,24 +608,8 @@ impl AzureContainer {
             AzureCredentials::ClientSecret { .. } => (super::TOKEN_TIMEOUT, ""),
         };
         let what = &self.config.credential_source;
-        match tokio::time::timeout(limit, self.store.credentials().get_credential()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(super::credential_failure(shown, what, &e, hint)),
-            Err(_) => {
-                let e = SourceError::new(
-                    FaultKind::Auth,
-                    format!(
-                        "{shown}: no token from {what} within {}",
-                        crate::util::duration::format_duration(limit)
-                    ),
-                );
-                Err(if hint.is_empty() {
-                    e
-                } else {
-                    e.with_hint(hint)
-                })
-            }
-        }
+        let token = self.store.credentials().get_credential();
+        super::token_within(shown, what, limit, hint, token).await
     }
 }
 

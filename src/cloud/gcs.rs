@@ -400,24 +400,8 @@ impl GcsBucket {
             _ => (super::TOKEN_TIMEOUT, ""),
         };
         let what = &self.config.credential_source;
-        match tokio::time::timeout(limit, self.store.credentials().get_credential()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(super::credential_failure(shown, what, &e, hint)),
-            Err(_) => {
-                let e = SourceError::new(
-                    crate::fault::FaultKind::Auth,
-                    format!(
-                        "{shown}: no token from {what} within {}",
-                        crate::util::duration::format_duration(limit)
-                    ),
-                );
-                Err(if hint.is_empty() {
-                    e
-                } else {
-                    e.with_hint(hint)
-                })
-            }
-        }
+        let token = self.store.credentials().get_credential();
+        super::token_within(shown, what, limit, hint, token).await
     }
 }
 

@@ -271,6 +271,35 @@ pub(crate) fn credential_failure(
     }
 }
 
+/// Waits for a token from `what` within `limit`: a failure is classified by
+/// [`credential_failure`]; no answer in time is final, with `hint`.
+pub(crate) async fn token_within<T>(
+    shown: &str,
+    what: &str,
+    limit: Duration,
+    hint: &'static str,
+    token: impl std::future::Future<Output = object_store::Result<T>>,
+) -> Result<(), SourceError> {
+    let with_hint = |e: SourceError| {
+        if hint.is_empty() {
+            e
+        } else {
+            e.with_hint(hint)
+        }
+    };
+    match tokio::time::timeout(limit, token).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(credential_failure(shown, what, &e, hint)),
+        Err(_) => Err(with_hint(SourceError::new(
+            FaultKind::Auth,
+            format!(
+                "{shown}: no token from {what} within {}",
+                crate::util::duration::format_duration(limit)
+            ),
+        ))),
+    }
+}
+
 /// The value of `key` or of its per-bucket form: `<prefix>bucket.<bucket>.<key>`
 /// beats `<prefix><key>` (S3A's per-bucket convention, which spark-localizer
 /// reads for every object store), with the key that held it.

@@ -102,6 +102,19 @@ pub(crate) async fn bounded<T>(
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
     work: impl std::future::Future<Output = T>,
 ) -> Result<T, NotReady> {
+    within(settings, cancel, "--packages", work)
+        .await
+        .map_err(|(code, message)| NotReady::Stopped(code, message))
+}
+
+/// Runs `work` (resolving `what` before the transfers) within the deadline and
+/// until a stop signal: the exit code and message of the stop otherwise.
+pub(crate) async fn within<T>(
+    settings: &Settings,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+    what: &str,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, (ExitCode, String)> {
     let deadline = settings.deadline.value;
     let stop = async {
         match cancel {
@@ -115,18 +128,16 @@ pub(crate) async fn bounded<T>(
         }
     };
     tokio::select! {
-        done = tokio::time::timeout(deadline, work) => done.map_err(|_| {
-            NotReady::Stopped(
-                ExitCode::Deadline,
-                format!(
-                    "--packages: not resolved within the deadline ({}, --deadline)",
-                    crate::util::duration::format_duration(deadline)
-                ),
-            )
-        }),
-        () = stop => Err(NotReady::Stopped(
+        done = tokio::time::timeout(deadline, work) => done.map_err(|_| (
+            ExitCode::Deadline,
+            format!(
+                "{what}: not resolved within the deadline ({}, --deadline)",
+                crate::util::duration::format_duration(deadline)
+            ),
+        )),
+        () = stop => Err((
             ExitCode::Interrupted,
-            "--packages: stopped by a signal while resolving".to_owned(),
+            format!("{what}: stopped by a signal while resolving"),
         )),
     }
 }

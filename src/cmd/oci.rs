@@ -81,7 +81,7 @@ pub(crate) async fn expand(
     let registry = Arc::new(Registry::new(client, auth, settings.oci.insecure.clone()));
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
-    let resolved = bounded(settings, cancel, work).await??;
+    let resolved = super::fetch::within(settings, cancel, "oci://", work).await??;
     let lines = describe(&registry, &refs, &resolved);
     expand_lists(settings, refs, &resolved).map_err(|message| (ExitCode::Fetch, message))?;
     Ok(Some(OciSource::new(registry, lines)))
@@ -190,39 +190,6 @@ async fn with_retries(
                 None => return Err(e),
             },
         }
-    }
-}
-
-/// Runs `work` within the deadline and until a stop signal.
-async fn bounded<T>(
-    settings: &Settings,
-    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
-    work: impl std::future::Future<Output = T>,
-) -> Result<T, Stopped> {
-    let deadline = settings.deadline.value;
-    let stop = async {
-        match cancel {
-            Some(cancel) => {
-                let mut cancel = cancel.clone();
-                if cancel.wait_for(|stop| *stop).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        done = tokio::time::timeout(deadline, work) => done.map_err(|_| (
-            ExitCode::Deadline,
-            format!(
-                "oci://: references not resolved within the deadline ({}, --deadline)",
-                crate::util::duration::format_duration(deadline)
-            ),
-        )),
-        () = stop => Err((
-            ExitCode::Interrupted,
-            "oci://: stopped by a signal while resolving references".to_owned(),
-        )),
     }
 }
 

@@ -9,7 +9,7 @@ use tracing::{error, info};
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{
-    bounded, config_failure, maven_http, packages_failure, resolve_packages, stopped, NotReady,
+    config_failure, maven_http, packages_failure, resolve_packages, stopped, within,
 };
 use crate::config::{Problems, Settings};
 
@@ -47,11 +47,10 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         let locked = crate::maven::lock::lock(resolution, &http, settings.parallelism).await?;
         Ok::<_, crate::maven::MavenError>((repositories, locked))
     };
-    let (repositories, locked) = match bounded(&settings, Some(&cancel), work).await {
+    let (repositories, locked) = match within(&settings, Some(&cancel), "--packages", work).await {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return packages_failure(args, &e, false),
-        Err(NotReady::Stopped(code, message)) => return stopped(args, code, &message, false),
-        Err(_) => unreachable!("bounded only stops"),
+        Err((code, message)) => return stopped(args, code, &message, false),
     };
     let text = crate::maven::lock::render(&request, &repositories, &locked);
     let total: u64 = locked.iter().map(|l| l.size).sum();
