@@ -10,6 +10,7 @@ use crate::util::redact;
 use self::exit::ExitCode;
 
 pub(crate) mod check;
+mod deadline;
 pub(crate) mod exit;
 pub(crate) mod fetch;
 pub(crate) mod logging;

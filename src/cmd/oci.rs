@@ -81,7 +81,7 @@ pub(crate) async fn expand(
     let registry = Arc::new(Registry::new(client, auth, settings.oci.insecure.clone()));
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
-    let resolved = super::fetch::within(settings, cancel, "oci://", work).await??;
+    let resolved = super::deadline::within(settings, cancel, "oci://", work).await??;
     let lines = describe(&registry, &refs, &resolved);
     expand_lists(settings, refs, &resolved).map_err(|message| (ExitCode::Fetch, message))?;
     Ok(Some(OciSource::new(registry, lines)))

@@ -8,9 +8,7 @@ use tracing::{error, info};
 
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{
-    config_failure, maven_http, packages_failure, resolve_packages, stopped, within,
-};
+use crate::cmd::fetch::{config_failure, maven_http, packages_failure, resolve_packages, stopped};
 use crate::config::{Problems, Settings};
 
 /// Runs `resolve` and returns the exit code.
@@ -47,11 +45,12 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         let locked = crate::maven::lock::lock(resolution, &http, settings.parallelism).await?;
         Ok::<_, crate::maven::MavenError>((repositories, locked))
     };
-    let (repositories, locked) = match within(&settings, Some(&cancel), "--packages", work).await {
-        Ok(Ok(done)) => done,
-        Ok(Err(e)) => return packages_failure(args, &e, false),
-        Err((code, message)) => return stopped(args, code, &message, false),
-    };
+    let (repositories, locked) =
+        match crate::cmd::deadline::within(&settings, Some(&cancel), "--packages", work).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => return packages_failure(args, &e, false),
+            Err((code, message)) => return stopped(args, code, &message, false),
+        };
     let text = crate::maven::lock::render(&request, &repositories, &locked);
     let total: u64 = locked.iter().map(|l| l.size).sum();
     match &output {
