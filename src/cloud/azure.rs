@@ -284,7 +284,7 @@ impl AzureSettings {
             })
             .unwrap_or_default();
         for (key, value) in &hadoop {
-            if key.contains(".key.") || key.contains(".sas.") || key.ends_with(".secret") {
+            if key.contains(".key.") || key.contains(".sas.") || key.contains(".secret") {
                 crate::util::redact::register_secret(value);
             }
         }
@@ -311,7 +311,10 @@ impl AzureSettings {
 
     /// The container's configuration; every problem found is returned.
     pub(crate) fn resolve(&self, at: &Location) -> Result<ContainerConfig, Vec<String>> {
-        let dir_string = self.dir_connection_string().map_err(|e| vec![e])?;
+        let dir_string = self
+            .dir_connection_string()
+            .map_err(|e| vec![e])?
+            .filter(|c| c.is_for(&at.account));
         let env_string = match self.env.get(env::CONNECTION_STRING) {
             Some(text) => {
                 Some(ConnectionString::parse(text, env::CONNECTION_STRING).map_err(|e| vec![e])?)
@@ -732,6 +735,40 @@ mod tests {
             c.credentials,
             AzureCredentials::WorkloadIdentity { .. }
         ));
+    }
+
+    #[test]
+    fn per_account_secrets_are_scrubbed_and_a_secret_dir_serves_its_account_only() {
+        let _ = settings(
+            "spark.hadoop.fs.azure.account.oauth2.client.secret.acct.dfs.core.windows.net=PerAccountSecret77",
+            &[],
+        );
+        assert_eq!(
+            crate::util::redact::scrub("got PerAccountSecret77"),
+            "got ***"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONNECTION_STRING_FILE),
+            "AccountName=other;AccountKey=b3RoZXI=",
+        )
+        .unwrap();
+        let s = AzureSettings::with_env(
+            Some((dir.path().to_path_buf(), "--azure-credentials-dir".into())),
+            None,
+            BTreeMap::new(),
+        );
+        let mine = s
+            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .unwrap();
+        assert_eq!(mine.credentials, AzureCredentials::ManagedIdentity);
+        let other = s
+            .resolve(&loc("abfss://c@other.dfs.core.windows.net/x"))
+            .unwrap();
+        assert_eq!(
+            other.credentials,
+            AzureCredentials::AccountKey("b3RoZXI=".into())
+        );
     }
 
     #[test]
