@@ -423,7 +423,7 @@ fn allocated(dir: &std::path::Path) -> u64 {
     total
 }
 
-/// A 512 MiB layer: fetched in parallel ranges, byte-exact; then again with the
+/// A 1 GiB layer: fetched in parallel ranges, byte-exact; then again with the
 /// registry killed and restarted in the middle (the parts resume).
 #[test]
 fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
@@ -434,7 +434,7 @@ fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
     let auth = sb.write("config.json", registry.docker_config(PASSWORD));
     let src = sb.root.join("big.bin");
     let status = std::process::Command::new("head")
-        .args(["-c", &(512u64 << 20).to_string(), "/dev/urandom"])
+        .args(["-c", &(1u64 << 30).to_string(), "/dev/urandom"])
         .stdout(std::fs::File::create(&src).unwrap())
         .status()
         .unwrap();
@@ -471,7 +471,7 @@ fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
     }
     let run = |sb: &Sandbox| with(sb.fetch(), &uri, &ca, &auth).run();
     let out = run(&sb);
-    out.expect_code(0).expect_stderr("in 64 ranges");
+    out.expect_code(0).expect_stderr("in 128 ranges");
     assert_eq!(sb.artifact("model.bin")["sha256"], want);
     assert_eq!(sha256_file(&sb.files.join("model.bin")), want);
 
@@ -479,7 +479,7 @@ fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
     let running = with(sb2.fetch(), &uri, &ca, &auth).start();
     assert!(
         crate::support::wait_for(std::time::Duration::from_secs(60), || allocated(&sb2.files)
-            > 48 << 20),
+            > 200 << 20),
         "the transfer never got going: {}",
         running.stderr_so_far()
     );
