@@ -105,10 +105,22 @@ pub(crate) fn locate(uri: &Url) -> Result<Location, String> {
     let suffix = rest
         .strip_prefix("dfs.")
         .or_else(|| rest.strip_prefix("blob."))
-        .filter(|s| s.contains('.'))
+        .filter(|s| CLOUD_SUFFIXES.contains(s))
         .ok_or_else(|| {
-            format!("{shown}: '{host}' is not an account's dfs or blob host ({form})")
+            format!(
+                "{shown}: '{host}' is not an account's dfs or blob host in an Azure cloud ({}; {form})",
+                CLOUD_SUFFIXES.join(", ")
+            )
         })?;
+    let account_ok = (3..=24).contains(&account.len())
+        && account
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !account_ok {
+        return Err(format!(
+            "{shown}: '{account}' is not a storage account name (3 to 24 lower-case letters and digits)"
+        ));
+    }
     if uri.port().is_some() {
         return Err(format!(
             "{shown} has a port; an endpoint is given with AZURE_STORAGE_CONNECTION_STRING's BlobEndpoint"
@@ -128,12 +140,41 @@ pub(crate) fn locate(uri: &Url) -> Result<Location, String> {
     let container = percent_encoding::percent_decode_str(container)
         .decode_utf8_lossy()
         .into_owned();
+    if !container_name_ok(&container) {
+        return Err(format!(
+            "{shown}: '{container}' is not a container name (3 to 63 lower-case letters, digits and single hyphens, starting and ending with a letter or digit; or $root, $web)"
+        ));
+    }
     Ok(Location {
         account: account.to_owned(),
         container,
         suffix: suffix.to_owned(),
         key,
     })
+}
+
+/// The DNS suffixes of the Azure clouds (public, China, US Government): an
+/// account's host is `<account>.dfs.<suffix>` or `<account>.blob.<suffix>`, and
+/// nothing else receives its credentials.
+const CLOUD_SUFFIXES: &[&str] = &[
+    "core.windows.net",
+    "core.chinacloudapi.cn",
+    "core.usgovcloudapi.net",
+];
+
+/// Azure's container naming rules.
+fn container_name_ok(name: &str) -> bool {
+    if name == "$root" || name == "$web" {
+        return true;
+    }
+    let bytes = name.as_bytes();
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+        && !name.contains("--")
 }
 
 /// How requests to one account are authorized.
@@ -180,36 +221,118 @@ struct ConnectionString {
 }
 
 impl ConnectionString {
+    /// Parses `text` strictly (`;` or newlines between `Key=Value` parts): an
+    /// unknown or repeated key, an empty value, a key that is not base64 or an
+    /// endpoint that is not an http(s) URL is an error — which never shows a
+    /// value, nor a name that could be one.
     fn parse(text: &str, from: &str) -> Result<Self, String> {
+        crate::util::redact::register_secret(text.trim());
         let mut c = ConnectionString::default();
-        for part in text.trim().split(';').filter(|p| !p.trim().is_empty()) {
+        let mut seen = std::collections::BTreeSet::new();
+        let parts = text
+            .split([';', '\n'])
+            .map(str::trim)
+            .filter(|p| !p.is_empty());
+        for (n, part) in parts.enumerate() {
             let Some((name, value)) = part.split_once('=') else {
                 return Err(format!(
-                    "{from}: '{}…' is not Key=Value (a connection string is AccountName=…;AccountKey=…;…)",
-                    part.chars().take(12).collect::<String>()
+                    "{from}: part {} is not Key=Value (a connection string is AccountName=…;AccountKey=…;BlobEndpoint=…; nothing of it is shown)",
+                    n + 1
                 ));
             };
-            let value = value.trim().to_owned();
-            match name.trim() {
-                "AccountName" => c.account = Some(value),
-                "AccountKey" => c.key = Some(value),
-                "SharedAccessSignature" => c.sas = Some(value),
-                "BlobEndpoint" => c.blob_endpoint = Some(value),
-                "DefaultEndpointsProtocol" => c.protocol = Some(value),
-                "EndpointSuffix" => c.suffix = Some(value),
-                "UseDevelopmentStorage" if value.eq_ignore_ascii_case("true") => {
+            let (name, value) = (name.trim(), value.trim().to_owned());
+            let shown = if name.len() <= 40 && name.chars().all(|c| c.is_ascii_alphabetic()) {
+                format!("'{name}'")
+            } else {
+                format!("part {}", n + 1)
+            };
+            if value.is_empty() {
+                return Err(format!("{from}: {shown} has no value"));
+            }
+            if !seen.insert(name.to_owned()) {
+                return Err(format!("{from}: {shown} is given twice"));
+            }
+            let slot = match name {
+                "AccountName" => &mut c.account,
+                "AccountKey" => &mut c.key,
+                "SharedAccessSignature" => &mut c.sas,
+                "BlobEndpoint" => &mut c.blob_endpoint,
+                "DefaultEndpointsProtocol" => &mut c.protocol,
+                "EndpointSuffix" => &mut c.suffix,
+                "UseDevelopmentStorage" => {
+                    if !value.eq_ignore_ascii_case("true") {
+                        return Err(format!("{from}: UseDevelopmentStorage may only be true"));
+                    }
                     c.account = Some("devstoreaccount1".to_owned());
                     c.key = Some(AZURITE_KEY.to_owned());
                     c.blob_endpoint = Some("http://127.0.0.1:10000/devstoreaccount1".to_owned());
+                    continue;
                 }
-                // Other services' endpoints and options do not matter here.
-                _ => {}
-            }
+                // Other services' endpoints do not matter here.
+                "QueueEndpoint" | "TableEndpoint" | "FileEndpoint" | "BlobSecondaryEndpoint"
+                | "QueueSecondaryEndpoint" | "TableSecondaryEndpoint" | "FileSecondaryEndpoint" => {
+                    continue
+                }
+                _ => {
+                    return Err(format!(
+                        "{from}: {shown} is not a connection-string key (AccountName, AccountKey, SharedAccessSignature, BlobEndpoint, DefaultEndpointsProtocol, EndpointSuffix, UseDevelopmentStorage)"
+                    ))
+                }
+            };
+            *slot = Some(value);
         }
         for secret in [&c.key, &c.sas].into_iter().flatten() {
             crate::util::redact::register_secret(secret);
         }
+        c.check(from)?;
         Ok(c)
+    }
+
+    /// The parts' values make sense together.
+    fn check(&self, from: &str) -> Result<(), String> {
+        use base64::Engine as _;
+        if let Some(key) = &self.key {
+            if base64::engine::general_purpose::STANDARD
+                .decode(key)
+                .is_err()
+            {
+                return Err(format!(
+                    "{from}: AccountKey is not base64 (nothing of it is shown)"
+                ));
+            }
+        }
+        if let Some(p) = &self.protocol {
+            if p != "https" && p != "http" {
+                return Err(format!(
+                    "{from}: DefaultEndpointsProtocol is '{p}'; write https or http"
+                ));
+            }
+        }
+        if let Some(e) = &self.blob_endpoint {
+            let ok = !e.contains(char::is_whitespace)
+                && Url::parse(e).is_ok_and(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some()
+                        && u.query().is_none()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                });
+            if !ok {
+                return Err(format!(
+                    "{from}: BlobEndpoint is not an http(s) URL without spaces, query or credentials (a ';' missing?)"
+                ));
+            }
+        }
+        if self.key.is_none()
+            && self.sas.is_none()
+            && self.blob_endpoint.is_none()
+            && self.suffix.is_none()
+        {
+            return Err(format!(
+                "{from} holds no AccountKey, SharedAccessSignature, BlobEndpoint or EndpointSuffix (a key or SAS alone goes in AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN)"
+            ));
+        }
+        Ok(())
     }
 
     fn credentials(&self) -> Option<AzureCredentials> {
@@ -315,15 +438,27 @@ impl AzureSettings {
             .dir_connection_string()
             .map_err(|e| vec![e])?
             .filter(|c| c.is_for(&at.account));
-        let env_string = match self.env.get(env::CONNECTION_STRING) {
+        let parsed = match self.env.get(env::CONNECTION_STRING) {
             Some(text) => {
                 Some(ConnectionString::parse(text, env::CONNECTION_STRING).map_err(|e| vec![e])?)
-                    .filter(|c| c.is_for(&at.account))
             }
             None => None,
         };
-        let (credentials, credential_source) =
+        // A connection string of another account is not used; `check` says so.
+        let other = parsed
+            .as_ref()
+            .filter(|c| !c.is_for(&at.account))
+            .and_then(|c| c.account.clone());
+        let env_string = parsed.filter(|c| c.is_for(&at.account));
+        let (credentials, mut credential_source) =
             self.credentials(at, dir_string.as_ref(), env_string.as_ref())?;
+        if let Some(other) = other {
+            credential_source.push_str(&format!(
+                " ({} is for account '{other}', not '{}')",
+                env::CONNECTION_STRING,
+                at.account
+            ));
+        }
         let from_string = [
             (
                 dir_string.as_ref(),
@@ -358,40 +493,44 @@ impl AzureSettings {
         })
     }
 
-    /// The Secret directory's connection string, or its key or SAS as one.
+    /// The Secret directory's connection string, its key and SAS filling in
+    /// what the connection string lacks (or standing alone).
     fn dir_connection_string(&self) -> Result<Option<ConnectionString>, String> {
         let Some((dir, origin)) = &self.credentials_dir else {
             return Ok(None);
         };
         let read = |name: &str| -> Result<Option<String>, String> {
-            match std::fs::read_to_string(dir.join(name)) {
-                Ok(text) => Ok(Some(text.trim().to_owned()).filter(|t| !t.is_empty())),
+            let path = dir.join(name);
+            match crate::util::fs::read_config_text(&path) {
+                Ok(text) => {
+                    let text = text.trim().to_owned();
+                    crate::util::redact::register_secret(&text);
+                    Ok(Some(text).filter(|t| !t.is_empty()))
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!(
-                    "{origin}: cannot read {}: {e}",
-                    dir.join(name).display()
-                )),
+                Err(e) => Err(format!("{origin}: cannot read {}: {e}", path.display())),
             }
         };
-        if let Some(text) = read(CONNECTION_STRING_FILE)? {
-            return ConnectionString::parse(&text, origin).map(Some);
-        }
+        let mut c = match read(CONNECTION_STRING_FILE)? {
+            Some(text) => {
+                ConnectionString::parse(&text, &format!("{CONNECTION_STRING_FILE} in {origin}"))?
+            }
+            None => ConnectionString::default(),
+        };
         let key = read(ACCOUNT_KEY_FILE)?;
         let sas = read(SAS_TOKEN_FILE)?;
-        if key.is_none() && sas.is_none() {
+        if c.key.is_none() && c.sas.is_none() {
+            c.key = key;
+            c.sas = sas;
+        }
+        if c.key.is_none() && c.sas.is_none() && c.blob_endpoint.is_none() {
             return Err(format!(
                 "{origin}: {} holds none of {CONNECTION_STRING_FILE}, {ACCOUNT_KEY_FILE}, {SAS_TOKEN_FILE}",
                 dir.display()
             ));
         }
-        for secret in [&key, &sas].into_iter().flatten() {
-            crate::util::redact::register_secret(secret);
-        }
-        Ok(Some(ConnectionString {
-            key,
-            sas,
-            ..ConnectionString::default()
-        }))
+        c.check(origin)?;
+        Ok(Some(c))
     }
 
     fn credentials(
@@ -428,6 +567,22 @@ impl AzureSettings {
             e(env::CLIENT_ID),
             e(env::TENANT_ID),
         ) {
+            // Read now (never a fifo): a token that is missing or empty is a
+            // configuration error; its value is never shown.
+            let token = crate::util::fs::read_config_text(std::path::Path::new(&token_file))
+                .map_err(|e| {
+                    vec![format!(
+                        "{}: cannot read {token_file}: {e}",
+                        env::FEDERATED_TOKEN_FILE
+                    )]
+                })?;
+            if token.trim().is_empty() {
+                return Err(vec![format!(
+                    "{}: {token_file} is empty",
+                    env::FEDERATED_TOKEN_FILE
+                )]);
+            }
+            crate::util::redact::register_secret(token.trim());
             return Ok((
                 AzureCredentials::WorkloadIdentity {
                     client_id,
@@ -612,7 +767,11 @@ impl AzureContainer {
         };
         let what = &self.config.credential_source;
         let token = self.store.credentials().get_credential();
-        super::token_within(shown, what, limit, hint, token).await
+        let bearer = |c: &std::sync::Arc<object_store::azure::AzureCredential>| match c.as_ref() {
+            object_store::azure::AzureCredential::BearerToken(t) => Some(t.clone()),
+            _ => None,
+        };
+        super::token_within(shown, what, limit, hint, token, bearer).await
     }
 }
 
@@ -650,6 +809,12 @@ mod tests {
             "abfss://jars@acct.dfs.core.windows.net:443/a.jar",
             "abfss://jars:pw@acct.dfs.core.windows.net/a.jar",
             "abfss://jars@acct.dfs.core.windows.net/a.jar?sig=x",
+            "abfss://jars@acct.dfs.core.windows.net.evil.com/a.jar",
+            "abfss://jars@acct.blob.example.com/a.jar",
+            "abfss://JARS@acct.dfs.core.windows.net/a.jar",
+            "abfss://j@acct.dfs.core.windows.net/a.jar",
+            "abfss://a--b@acct.dfs.core.windows.net/a.jar",
+            "abfss://jars@ac.dfs.core.windows.net/a.jar",
         ] {
             assert!(locate(&Url::parse(bad).unwrap()).is_err(), "{bad}");
         }
@@ -657,15 +822,15 @@ mod tests {
 
     #[test]
     fn a_connection_string_gives_key_and_endpoint_for_its_account_only() {
-        let cs = "DefaultEndpointsProtocol=http;AccountName=dev;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:10000/dev/;";
+        let cs = "DefaultEndpointsProtocol=http;AccountName=devacct;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:10000/devacct/;";
         let s = settings("", &[(env::CONNECTION_STRING, cs)]);
         let c = s
-            .resolve(&loc("abfss://c@dev.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@devacct.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(c.credentials, AzureCredentials::AccountKey("a2V5".into()));
-        assert_eq!(c.endpoint, "http://127.0.0.1:10000/dev");
+        assert_eq!(c.endpoint, "http://127.0.0.1:10000/devacct");
         let other = s
-            .resolve(&loc("abfss://c@prod.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@prod.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(other.credentials, AzureCredentials::ManagedIdentity);
         assert_eq!(other.endpoint, "https://prod.blob.core.windows.net");
@@ -678,7 +843,7 @@ mod tests {
             &[(env::ACCOUNT_KEY, "ZW52")],
         );
         let c = s
-            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@acct.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(
             c.credentials,
@@ -686,11 +851,11 @@ mod tests {
         );
         assert!(c.credential_source.contains("account.key.acct"));
         let sas = settings(
-            "spark.hadoop.fs.azure.sas.c.acct.blob.core.windows.net=sv=1&sig=x",
+            "spark.hadoop.fs.azure.sas.cont.acct.blob.core.windows.net=sv=1&sig=x",
             &[],
         );
         let c = sas
-            .resolve(&loc("wasbs://c@acct.blob.core.windows.net/x"))
+            .resolve(&loc("wasbs://cont@acct.blob.core.windows.net/x"))
             .unwrap();
         assert_eq!(c.credentials, AzureCredentials::Sas("sv=1&sig=x".into()));
     }
@@ -702,7 +867,7 @@ mod tests {
             &[],
         );
         let c = s
-            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@acct.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(
             c.credentials,
@@ -729,7 +894,7 @@ mod tests {
             ],
         );
         let c = s
-            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@acct.dfs.core.windows.net/x"))
             .unwrap();
         assert!(matches!(
             c.credentials,
@@ -759,11 +924,11 @@ mod tests {
             BTreeMap::new(),
         );
         let mine = s
-            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@acct.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(mine.credentials, AzureCredentials::ManagedIdentity);
         let other = s
-            .resolve(&loc("abfss://c@other.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@other.dfs.core.windows.net/x"))
             .unwrap();
         assert_eq!(
             other.credentials,
@@ -781,7 +946,7 @@ mod tests {
             )],
         );
         let problems = s
-            .resolve(&loc("abfss://c@acct.dfs.core.windows.net/x"))
+            .resolve(&loc("abfss://cont@acct.dfs.core.windows.net/x"))
             .unwrap_err()
             .join("\n");
         assert!(problems.contains(env::CONNECTION_STRING), "{problems}");

@@ -306,7 +306,8 @@ fn parse_endpoint(value: &str) -> Result<String, String> {
 /// A JSON key file that can be read and is of one of `types`; nothing of its
 /// content is ever shown.
 fn check_key_file(path: &Path, types: &[&str]) -> Result<(), String> {
-    let text = std::fs::read_to_string(path)
+    // Never a fifo or a device (a mounted Secret is a regular file).
+    let text = crate::util::fs::read_config_text(path)
         .map_err(|e| format!("cannot read the key file {}: {e}", path.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
         format!(
@@ -401,7 +402,8 @@ impl GcsBucket {
         };
         let what = &self.config.credential_source;
         let token = self.store.credentials().get_credential();
-        super::token_within(shown, what, limit, hint, token).await
+        let bearer = |c: &Arc<GcpCredential>| Some(c.bearer.clone());
+        super::token_within(shown, what, limit, hint, token, bearer).await
     }
 }
 

@@ -271,7 +271,8 @@ pub(crate) fn credential_failure(
     }
 }
 
-/// Waits for a token from `what` within `limit`: a failure is classified by
+/// Waits for a token from `what` within `limit` (registering what `secret`
+/// finds in it for scrubbing): a failure is classified by
 /// [`credential_failure`]; no answer in time is final, with `hint`.
 pub(crate) async fn token_within<T>(
     shown: &str,
@@ -279,6 +280,7 @@ pub(crate) async fn token_within<T>(
     limit: Duration,
     hint: &'static str,
     token: impl std::future::Future<Output = object_store::Result<T>>,
+    secret: impl Fn(&T) -> Option<String>,
 ) -> Result<(), SourceError> {
     let with_hint = |e: SourceError| {
         if hint.is_empty() {
@@ -288,7 +290,13 @@ pub(crate) async fn token_within<T>(
         }
     };
     match tokio::time::timeout(limit, token).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(got)) => {
+            // A bearer token is a credential: scrubbed wherever a server echoes it.
+            if let Some(value) = secret(&got) {
+                crate::util::redact::register_secret(&value);
+            }
+            Ok(())
+        }
         Ok(Err(e)) => Err(credential_failure(shown, what, &e, hint)),
         Err(_) => Err(with_hint(SourceError::new(
             FaultKind::Auth,

@@ -289,7 +289,11 @@ fn describe_credentials(out: &mut String, s: &Settings, plan: &Plan, sources: &S
         any = true;
     }
     for a in &plan.artifacts {
-        if !a.uri.username().is_empty() || a.uri.password().is_some() {
+        let http = matches!(
+            a.scheme,
+            crate::source::Scheme::Http | crate::source::Scheme::Https
+        );
+        if http && (!a.uri.username().is_empty() || a.uri.password().is_some()) {
             let _ = writeln!(
                 out,
                 "  basic auth       from the userinfo of {}",

@@ -75,17 +75,24 @@ fn matches(raw: &str, pattern: &str) -> Result<Vec<PathBuf>, String> {
     if !pattern.starts_with('/') {
         return Err(format!("{shown}: the pattern must be an absolute path"));
     }
+    // The walker's own leading-dot rule drops hidden names even where the
+    // pattern spells the dot, so it is applied here instead (see `hidden_ok`).
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
-        require_literal_leading_dot: true,
+        require_literal_leading_dot: false,
     };
     let found = glob::glob_with(pattern, options)
         .map_err(|e| format!("{shown} is not a valid pattern: {e}"))?;
+    let dotted: Vec<glob::Pattern> = pattern
+        .split('/')
+        .filter(|c| c.starts_with('.') && *c != "." && *c != "..")
+        .filter_map(|c| glob::Pattern::new(c).ok())
+        .collect();
     let mut paths = Vec::new();
     for entry in found {
         let path = entry.map_err(|e| format!("{shown}: cannot read {}", e.path().display()))?;
-        if path.is_file() {
+        if path.is_file() && hidden_ok(&path, &dotted) {
             paths.push(path);
         }
     }
@@ -96,6 +103,15 @@ fn matches(raw: &str, pattern: &str) -> Result<Vec<PathBuf>, String> {
     }
     paths.sort();
     Ok(paths)
+}
+
+/// A name starting with `.` is matched only by a pattern part that starts with
+/// `.` too, as a shell matches (`*.jar` skips `.hidden.jar`, `.*.jar` takes it).
+fn hidden_ok(path: &std::path::Path, dotted: &[glob::Pattern]) -> bool {
+    path.components().all(|c| {
+        let name = c.as_os_str().to_string_lossy();
+        !name.starts_with('.') || dotted.iter().any(|p| p.matches(&name))
+    })
 }
 
 /// `file:///p` or `local:///p` for the path `p`, percent-encoded.
@@ -125,6 +141,8 @@ mod tests {
         for name in ["b.jar", "a.jar", "c.txt", ".hidden.jar", "with space.jar"] {
             std::fs::write(dir.path().join(name), b"x").unwrap();
         }
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/x.jar"), b"x").unwrap();
         std::fs::create_dir(dir.path().join("d.jar")).unwrap();
         let d = dir.path().display();
         let mut problems = Vec::new();
@@ -133,6 +151,8 @@ mod tests {
                 declared(&format!("local://{d}/*.jar")),
                 declared("https://host/keep.jar"),
                 declared(&format!("file:{d}/?.jar")),
+                declared(&format!("local://{d}/.*.jar")),
+                declared(&format!("local://{d}/**/*.jar")),
             ],
             &mut problems,
         );
@@ -147,6 +167,10 @@ mod tests {
                 "https://host/keep.jar".to_owned(),
                 format!("file://{d}/a.jar"),
                 format!("file://{d}/b.jar"),
+                format!("local://{d}/.hidden.jar"),
+                format!("local://{d}/a.jar"),
+                format!("local://{d}/b.jar"),
+                format!("local://{d}/with%20space.jar"),
             ]
         );
     }

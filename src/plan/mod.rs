@@ -346,6 +346,11 @@ impl<'a> UrlPins<'a> {
 fn normalize(url: &Url) -> String {
     let mut url = url.clone();
     url.set_fragment(None);
+    // Host names are case-insensitive whatever the scheme (the URL parser lowers
+    // them only for http(s) and file).
+    if let Some(host) = url.host_str().map(str::to_ascii_lowercase) {
+        let _ = url.set_host(Some(&host));
+    }
     url.to_string()
 }
 

@@ -27,10 +27,12 @@ impl AzureSource {
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let mut out = BTreeMap::new();
+        let mut seen = std::collections::BTreeSet::new();
         for uri in uris {
             let Ok(at) = locate(uri) else { continue };
             let name = at.store_key();
-            if out.contains_key(&name) {
+            // Each container once, also when it cannot be configured.
+            if !seen.insert(name.clone()) {
                 continue;
             }
             let opened = settings.resolve(&at).and_then(|config| {

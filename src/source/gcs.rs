@@ -26,6 +26,11 @@ pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
             "{shown} has no bucket (write gs://bucket/path/to/file)"
         ));
     }
+    if !bucket_name_ok(bucket) {
+        return Err(format!(
+            "{shown}: '{bucket}' is not a bucket name (3 to 63 lower-case letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
+        ));
+    }
     if !uri.username().is_empty() || uri.password().is_some() || uri.port().is_some() {
         return Err(format!(
             "{shown}: a gs:// URI is gs://bucket/path; credentials are given with spark.hadoop.fs.gs.auth.service.account.json.keyfile or GOOGLE_APPLICATION_CREDENTIALS, an endpoint with STORAGE_EMULATOR_HOST"
@@ -45,6 +50,19 @@ pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
     Ok((bucket.to_owned(), key))
 }
 
+/// Google's bucket naming rules (names with dots may be up to 222 characters,
+/// each dot-separated part at most 63).
+fn bucket_name_ok(name: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (3..=222).contains(&name.len())
+        && name.split('.').all(|part| part.len() <= 63)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
+        && edge(name.chars().next())
+        && edge(name.chars().last())
+}
+
 impl GcsSource {
     /// Configures every bucket the plan names; all problems are returned together.
     pub(crate) fn new<'a>(
@@ -54,13 +72,20 @@ impl GcsSource {
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let mut out = BTreeMap::new();
+        let mut seen = std::collections::BTreeSet::new();
         for bucket in buckets {
-            if out.contains_key(bucket) {
+            // Each bucket once, also when it cannot be configured (its problems once).
+            if !seen.insert(bucket) {
                 continue;
             }
             let opened = settings.resolve(bucket).and_then(|config| {
-                GcsBucket::open(config, client)
-                    .map_err(|e| vec![crate::util::redact::error_chain(&e)])
+                let source = config.credential_source.clone();
+                GcsBucket::open(config, client).map_err(|e| {
+                    vec![format!(
+                        "cannot use {source}: {}",
+                        crate::util::redact::error_chain(&e)
+                    )]
+                })
             });
             match opened {
                 Ok(b) => {
@@ -133,5 +158,21 @@ impl Source for GcsSource {
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_follow_googles_rules() {
+        for good in ["bk1", "my-spark_libs", "a.b.c", "0ab"] {
+            assert!(bucket_name_ok(good), "{good}");
+        }
+        for bad in ["BK", "ab", "-ab", "ab-", "a b", &"x".repeat(64)] {
+            assert!(!bucket_name_ok(bad), "{bad}");
+        }
+        assert!(locate(&Url::parse("gs://BK/a.jar").unwrap()).is_err());
     }
 }

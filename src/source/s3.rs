@@ -30,8 +30,10 @@ impl S3Source {
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let mut out = BTreeMap::new();
+        let mut seen = std::collections::BTreeSet::new();
         for bucket in buckets {
-            if out.contains_key(bucket) {
+            // Each bucket once, also when it cannot be configured (its problems once).
+            if !seen.insert(bucket) {
                 continue;
             }
             match settings.resolve(bucket) {

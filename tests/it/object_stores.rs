@@ -115,7 +115,7 @@ fn gcs_a_service_account_key_signs_every_request() {
 fn gcs_workload_identity_gets_its_token_from_the_metadata_server() {
     let Some(gcs) = FakeGcs::start() else { return };
     let jar = data(42, 30_000);
-    gcs.put("wi", "app.jar", &jar);
+    gcs.put("wibk", "app.jar", &jar);
     // The GKE metadata server's token endpoint (the one request it gets).
     let metadata = FaultServer::start();
     metadata.put(
@@ -135,7 +135,7 @@ fn gcs_workload_identity_gets_its_token_from_the_metadata_server() {
             .env("GCE_METADATA_IP", &host)
             .env("SPARK_LOCALIZER_LOG", "spark_localizer=debug")
             .args(["--properties-file", &s(&props)])
-            .args(["--retries", "3", "--jars", "gs://wi/app.jar"])
+            .args(["--retries", "3", "--jars", "gs://wibk/app.jar"])
             .run()
     };
     let out = run(&sb);
