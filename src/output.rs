@@ -94,6 +94,10 @@ pub(crate) struct Report {
     /// What `--packages` resolved to in this run (not with `--lock`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub packages: Option<PackagesReport>,
+    /// Why the run stopped before any transfer (`--packages` or an `oci://`
+    /// reference could not be resolved), already scrubbed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The `--packages` resolution: each jar's coordinate, repository and the path
@@ -135,6 +139,21 @@ impl PackagesReport {
 }
 
 impl Report {
+    /// The report of a run stopped before any transfer: no artifacts, `error` why.
+    pub(crate) fn unresolved(exit_code: i32, duration_ms: u64, error: &str) -> Self {
+        Report {
+            version: 1,
+            ok: false,
+            exit_code,
+            duration_ms,
+            files: 0,
+            bytes: 0,
+            artifacts: Vec::new(),
+            packages: None,
+            error: Some(crate::util::redact::scrub(error)),
+        }
+    }
+
     pub(crate) fn new(plan: &Plan, outcomes: &[Outcome], exit_code: i32, duration_ms: u64) -> Self {
         let artifacts: Vec<ReportEntry> = plan
             .artifacts
@@ -174,6 +193,7 @@ impl Report {
             bytes: artifacts.iter().map(|a| a.bytes).sum(),
             artifacts,
             packages: None,
+            error: None,
         }
     }
 }

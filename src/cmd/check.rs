@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{config_failure, packages_failure, prepare, stopped, NotReady, Prepared};
+use crate::cmd::fetch::{config_failure, prepare, stopped, NotReady, Prepared};
 use crate::config::table::{self, Setting};
 use crate::config::Settings;
 use crate::env_vars as env;
@@ -28,8 +28,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     } = match prepare(args, origins, None).await {
         Ok(ready) => ready,
         Err(NotReady::Config(problems)) => return config_failure(args, &problems, false),
-        Err(NotReady::Packages(e)) => return packages_failure(args, &e, false),
-        Err(NotReady::Stopped(code, message)) => return stopped(args, code, &message, false),
+        Err(NotReady::Unresolved(code, message, _)) => return stopped(args, code, &message, false),
     };
     out(&describe(&settings, &plan, &sources, origins));
     if let Some(r) = &resolution {

@@ -40,10 +40,25 @@ pub(crate) struct Prepared {
 pub(crate) enum NotReady {
     /// Configuration problems (exit code 2), all of them.
     Config(Problems),
-    /// `--packages` could not be resolved.
-    Packages(crate::maven::MavenError),
-    /// The deadline passed, or a signal came, while `--packages` was resolved.
-    Stopped(ExitCode, String),
+    /// What is resolved before the plan (`--packages`, `oci://` references)
+    /// could not be, or the deadline or a signal came first: the exit code, why,
+    /// and the outputs an earlier run may have left.
+    Unresolved(ExitCode, String, Outputs),
+}
+
+/// Where a run writes its report and classpath outputs.
+pub(crate) struct Outputs {
+    pub report: std::path::PathBuf,
+    pub classpath: [std::path::PathBuf; 2],
+}
+
+impl Outputs {
+    fn of(settings: &Settings) -> Self {
+        Outputs {
+            report: settings.report.clone(),
+            classpath: [settings.classpath_file.clone(), settings.env_file.clone()],
+        }
+    }
 }
 
 /// Resolves settings, resolves `--packages` (unless `--lock` pins them), builds
@@ -58,18 +73,31 @@ pub(crate) async fn prepare(
     let mut problems = Problems::default();
     let mut settings = Settings::resolve(args, origins, &mut problems);
     let mut resolution = None;
-    if problems.is_empty() && settings.packages.lock.is_none() {
+    // A URI that cannot be planned stops the run before any traffic: nothing
+    // is resolved then (the plan below reports every problem).
+    let plannable = problems.is_empty() && plannable(&mut settings);
+    if plannable && settings.packages.lock.is_none() {
         if let Some(request) = settings.packages.request.clone() {
-            let resolved = bounded(&settings, cancel, resolve_packages(&settings, &request))
-                .await?
-                .map_err(NotReady::Packages)?;
+            let outputs = || Outputs::of(&settings);
+            let resolved = super::deadline::within(
+                &settings,
+                cancel,
+                "--packages",
+                resolve_packages(&settings, &request),
+            )
+            .await
+            .map_err(|(code, message)| NotReady::Unresolved(code, message, outputs()))?
+            .map_err(|e| {
+                let (code, message) = packages_verdict(&e);
+                NotReady::Unresolved(code, message, outputs())
+            })?;
             settings.add_resolved(&resolved);
             resolution = Some(resolved);
         }
     }
-    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, cancel)
+    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, plannable, cancel)
         .await
-        .map_err(|(code, message)| NotReady::Stopped(code, message))?;
+        .map_err(|(code, message)| NotReady::Unresolved(code, message, Outputs::of(&settings)))?;
     // An invalid input hides nothing else: the sources are configured for the
     // valid ones, so their problems are reported in this run too.
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
@@ -96,15 +124,26 @@ pub(crate) async fn prepare(
     }
 }
 
-/// Runs `work` within the deadline, and until a stop signal.
-pub(crate) async fn bounded<T>(
-    settings: &Settings,
-    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
-    work: impl std::future::Future<Output = T>,
-) -> Result<T, NotReady> {
-    super::deadline::within(settings, cancel, "--packages", work)
-        .await
-        .map_err(|(code, message)| NotReady::Stopped(code, message))
+/// Whether every declared URI but the `oci://` references (resolved later)
+/// can be planned: checked before any traffic, so a typo elsewhere does not
+/// wait for the registries and repositories.
+fn plannable(settings: &mut Settings) -> bool {
+    let lists = [
+        settings.jars.clone(),
+        settings.files.clone(),
+        settings.archives.clone(),
+    ];
+    let oci = |d: &crate::config::Declared| {
+        d.uri
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
+    };
+    settings.jars.retain(|d| !oci(d));
+    settings.files.retain(|d| !oci(d));
+    settings.archives.retain(|d| !oci(d));
+    let ok = plan::build(settings).is_ok();
+    [settings.jars, settings.files, settings.archives] = lists;
+    ok
 }
 
 /// Resolves `request` over the HTTP client of the settings (trust roots,
@@ -169,6 +208,16 @@ pub(crate) fn maven_http(
     })
 }
 
+/// The exit code and message of a `--packages` resolution that failed.
+pub(crate) fn packages_verdict(e: &crate::maven::MavenError) -> (ExitCode, String) {
+    let message = format!("--packages: {}", crate::util::redact::scrub(&e.to_string()));
+    let code = match e {
+        crate::maven::MavenError::Integrity(_) => ExitCode::Integrity,
+        _ => ExitCode::Fetch,
+    };
+    (code, message)
+}
+
 /// The exit code and message of a `--packages` resolution that failed (written
 /// to the termination log for `fetch`).
 pub(crate) fn packages_failure(
@@ -176,17 +225,45 @@ pub(crate) fn packages_failure(
     e: &crate::maven::MavenError,
     termination: bool,
 ) -> ExitCode {
-    let message = format!("--packages: {}", crate::util::redact::scrub(&e.to_string()));
+    let (code, message) = packages_verdict(e);
     error!("{message}");
     if termination {
         let text = output::termination_text("--packages could not be resolved", &[message]);
         let path = crate::config::termination_log(args.termination_log.as_deref());
         write_termination(path.as_deref(), &text);
     }
-    match e {
-        crate::maven::MavenError::Integrity(_) => ExitCode::Integrity,
-        _ => ExitCode::Fetch,
+    code
+}
+
+/// A run stopped before any transfer (`--packages` or an `oci://` reference
+/// not resolved, the deadline, a signal): said, the report written with
+/// `error`, an earlier run's classpath outputs removed (they would name files
+/// this run does not vouch for), the termination message written.
+fn unresolved(
+    args: &FetchArgs,
+    code: ExitCode,
+    message: &str,
+    outputs: &Outputs,
+    elapsed: std::time::Duration,
+) -> ExitCode {
+    error!("{message}");
+    let report = output::Report::unresolved(code.code(), elapsed.as_millis() as u64, message);
+    let json = serde_json::to_vec_pretty(&report).expect("report serializes");
+    if let Some(dir) = outputs.report.parent() {
+        let _ = std::fs::create_dir_all(dir);
     }
+    if let Err(e) = layout::write_atomic(&outputs.report, &json, false) {
+        warn!("cannot write the report {}: {e}", outputs.report.display());
+    }
+    for stale in &outputs.classpath {
+        if std::fs::remove_file(stale).is_ok() {
+            info!("removed {} written by an earlier run", stale.display());
+        }
+    }
+    let text = output::termination_text(message, &[]);
+    let path = crate::config::termination_log(args.termination_log.as_deref());
+    write_termination(path.as_deref(), &text);
+    code
 }
 
 /// One source per scheme, configured for the plan's URIs (S3 buckets, HDFS
@@ -434,8 +511,9 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     } = match prepare(args, origins, Some(&cancel)).await {
         Ok(ready) => ready,
         Err(NotReady::Config(problems)) => return config_failure(args, &problems, true),
-        Err(NotReady::Packages(e)) => return packages_failure(args, &e, true),
-        Err(NotReady::Stopped(code, message)) => return stopped(args, code, &message, true),
+        Err(NotReady::Unresolved(code, message, outputs)) => {
+            return unresolved(args, code, &message, &outputs, started.elapsed())
+        }
     };
     for line in resolution.iter().flat_map(|r| &r.evicted) {
         info!("--packages: evicted {line}");

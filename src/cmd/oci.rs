@@ -37,6 +37,7 @@ enum List {
 pub(crate) async fn expand(
     settings: &mut Settings,
     problems: &mut Problems,
+    plannable: bool,
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Option<OciSource>, Stopped> {
     let mut refs: Vec<(List, usize, Reference)> = Vec::new();
@@ -68,7 +69,7 @@ pub(crate) async fn expand(
     let client = crate::net::client(&settings.http)
         .map_err(|e| problems.push_message(crate::util::redact::error_chain(&e)))
         .ok();
-    let (Some(client), true) = (client, problems.is_empty()) else {
+    let (Some(client), true) = (client, problems.is_empty() && plannable) else {
         for list in [
             &mut settings.jars,
             &mut settings.files,
@@ -78,7 +79,12 @@ pub(crate) async fn expand(
         }
         return Ok(None);
     };
-    let registry = Arc::new(Registry::new(client, auth, settings.oci.insecure.clone()));
+    let registry = Arc::new(Registry::new(
+        client,
+        auth,
+        settings.oci.insecure.clone(),
+        settings.stall_timeout,
+    ));
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
     let resolved = super::deadline::within(settings, cancel, "oci://", work).await??;
@@ -111,7 +117,8 @@ async fn resolve_all(
         retries: settings.retries,
         backoff: Backoff::new(settings.retry_delay),
     };
-    let mut out = HashMap::new();
+    let mut out: HashMap<String, Option<Resolved>> = HashMap::new();
+    let mut failures: Vec<Stopped> = Vec::new();
     for (_, _, r) in refs {
         let name = r.name();
         if out.contains_key(&name) {
@@ -135,14 +142,21 @@ async fn resolve_all(
             }
             None => with_retries(&policy, registry, r).await,
         };
-        let resolved = resolved.map_err(|e| {
-            let code = if e.kind == FaultKind::Integrity {
-                ExitCode::Integrity
-            } else {
-                ExitCode::Fetch
-            };
-            (code, format!("cannot resolve {}", why(&name, &e)))
-        })?;
+        let resolved = match resolved {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                // Every reference is tried: each failure named, the most severe wins.
+                let code = if e.kind == FaultKind::Integrity {
+                    ExitCode::Integrity
+                } else {
+                    ExitCode::Fetch
+                };
+                let message = format!("cannot resolve {}", why(&name, &e));
+                failures.push((code, message));
+                out.insert(name, None);
+                continue;
+            }
+        };
         info!(
             "oci://{name} resolved to {}{}",
             resolved.digest,
@@ -152,9 +166,25 @@ async fn resolve_all(
                 .map(|p| format!(" (index; picked {p})"))
                 .unwrap_or_default()
         );
-        out.insert(name, resolved);
+        out.insert(name, Some(resolved));
     }
-    Ok(out)
+    if let Some(code) = failures
+        .iter()
+        .map(|(c, _)| *c)
+        .max_by_key(|c| severity(*c))
+    {
+        let all: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
+        return Err((code, all.join("; ")));
+    }
+    Ok(out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
+}
+
+/// Integrity beats a fetch failure, as among artifacts.
+fn severity(code: ExitCode) -> u8 {
+    match code {
+        ExitCode::Integrity => 2,
+        _ => 1,
+    }
 }
 
 /// What happened, the reference said once (the client's errors start with it).
@@ -213,6 +243,10 @@ fn earlier_digests(report: &std::path::Path) -> HashMap<String, String> {
         else {
             continue;
         };
+        // Only a well-formed digest (the report is in a writable volume).
+        if crate::oci::reference::check_digest(digest).is_err() {
+            continue;
+        }
         if let Ok(r) = Reference::parse(reference) {
             out.insert(r.name(), digest.to_owned());
         }

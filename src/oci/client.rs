@@ -34,6 +34,9 @@ pub(crate) struct Registry {
     insecure: Vec<String>,
     /// `registry repo` → the Authorization that worked last.
     tokens: Mutex<HashMap<String, HeaderValue>>,
+    /// `--stall-timeout`: how long an answer's headers (and a manifest's or
+    /// token's body) may take; a blob's body is the engine's to time.
+    stall: std::time::Duration,
 }
 
 /// A reference resolved: the manifest it names and the layers to fetch.
@@ -51,10 +54,12 @@ impl Registry {
         client: reqwest::Client,
         auth: Option<AuthFile>,
         insecure: Vec<String>,
+        stall: std::time::Duration,
     ) -> Self {
         Registry {
             client,
             auth,
+            stall,
             insecure: insecure
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
@@ -168,9 +173,10 @@ impl Registry {
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = response
-            .bytes()
+        let url = response.url().clone();
+        let body = tokio::time::timeout(self.stall, response.bytes())
             .await
+            .map_err(|_| self.stalled(&url))?
             .map_err(|e| transport_error(&shown, e))?;
         if body.len() > MANIFEST_LIMIT {
             return Err(malformed(r, "the manifest is larger than 4 MiB"));
@@ -200,6 +206,18 @@ impl Registry {
     ) -> Result<Response, SourceError> {
         self.send(method, registry, repo, &format!("blobs/{digest}"), extra)
             .await
+    }
+
+    /// No answer within `--stall-timeout` (retried, as a stalled transfer is).
+    fn stalled(&self, url: &Url) -> SourceError {
+        SourceError::new(
+            FaultKind::Transient,
+            format!(
+                "{}: no answer within {} (--stall-timeout)",
+                redact_url(url.as_str()),
+                crate::util::duration::format_duration(self.stall)
+            ),
+        )
     }
 
     /// The auth file, for error messages.
@@ -374,9 +392,10 @@ impl Registry {
             token: Option<String>,
             access_token: Option<String>,
         }
-        let body = response
-            .bytes()
+        let url = response.url().clone();
+        let body = tokio::time::timeout(self.stall, response.bytes())
             .await
+            .map_err(|_| self.stalled(&url))?
             .map_err(|e| transport_error(&redact_url(realm), e))?;
         let answer: TokenAnswer = serde_json::from_slice(&body).map_err(|_| {
             SourceError::new(
@@ -428,8 +447,10 @@ impl Registry {
             let request = request
                 .build()
                 .map_err(|e| transport_error(start.as_str(), e))?;
-            let response = crate::net::trail::execute(&self.client, request)
+            let answer = crate::net::trail::execute(&self.client, request);
+            let response = tokio::time::timeout(self.stall, answer)
                 .await
+                .map_err(|_| self.stalled(&current))?
                 .map_err(|e| transport_error(&redact_url(current.as_str()), e))?;
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
             {

@@ -230,6 +230,10 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                 .or(settings.staging.uri_invalid.then_some(&placeholder));
             match artifact(kind, d, dir, &real_dir, staging) {
                 Ok(mut a) => {
+                    // An oci:// layer is named (and pinned) as REFERENCE#TITLE.
+                    if let Some(layer) = settings.oci.layers.get(&d.uri) {
+                        a.display_uri = layer.display_uri.clone();
+                    }
                     // local:// files are in the image: checked in place when pinned.
                     let pin = pin_of(&pins, &d.uri, &a);
                     if let Some((key, digest)) = pin {
@@ -362,8 +366,12 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
     let mut bare = a.uri.clone();
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
-    let by_uri = all
-        .lookup_key(declared, "")
+    // An oci:// layer is pinned as the report names it: REFERENCE#TITLE.
+    let oci_key = (a.scheme == Scheme::Oci)
+        .then(|| all.lookup_key(&a.display_uri, ""))
+        .flatten();
+    let by_uri = oci_key
+        .or_else(|| all.lookup_key(declared, ""))
         .map(|(key, digest)| (key.to_owned(), digest))
         .or_else(|| {
             [normalize(&a.uri), normalize(&bare)].iter().find_map(|n| {

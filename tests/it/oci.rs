@@ -814,3 +814,101 @@ fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
         .expect_code(3)
         .expect_stderr("no such manifest");
 }
+
+/// What black-box testing found: a bad URI elsewhere stops the run before the
+/// registry is asked; a failed resolution writes the report (`ok: false`,
+/// `error`) and removes an earlier run's classpath; every reference is tried
+/// and the most severe failure wins whatever the order; a pin keyed by the
+/// layer's URI as the report writes it applies; a digest in an earlier report
+/// that is not a sha256 digest is ignored.
+#[test]
+fn oci_resolution_failures_are_planned_reported_and_ordered() {
+    let Some((registry, sb, auth)) = secured() else {
+        return;
+    };
+    let jar = data(20, 4_000);
+    registry.push("team/app", "1.0", &[Layer::new("app.jar", &jar)]);
+    registry.push("team/bad", "1.0", &[Layer::new("bad.jar", b"bad")]);
+    let host = registry.host();
+    let app = format!("oci://{host}/team/app:1.0");
+    let with = |sb: &Sandbox, jars: &str| {
+        sb.fetch()
+            .args(["--retries", "0", "--jars", jars])
+            .arg("--registry-auth")
+            .arg(&auth)
+            .arg("--ca-cert")
+            .arg(registry.ca_file())
+            .run()
+    };
+
+    // A bad URI beside the reference: exit 2, the registry never asked.
+    let before = requests(&registry, "manifests/1.0");
+    with(&sb, &format!("{app},ftp://x/y.jar"))
+        .expect_code(2)
+        .expect_stderr("unsupported scheme 'ftp'");
+    assert_eq!(requests(&registry, "manifests/1.0"), before);
+
+    // A good run, then one whose second reference does not resolve.
+    with(&sb, &app).expect_code(0);
+    assert!(sb.jars.join("classpath").exists());
+    with(&sb, &format!("{app},oci://{host}/team/nothing:1"))
+        .expect_code(3)
+        .expect_stderr("team/nothing:1");
+    let report = sb.report();
+    assert_eq!(report["ok"], false, "{report}");
+    assert_eq!(report["exit_code"], 3);
+    assert!(report["error"].as_str().unwrap().contains("team/nothing:1"));
+    assert!(
+        !sb.jars.join("classpath").exists(),
+        "an earlier classpath left"
+    );
+
+    // A manifest whose stored bytes no longer hash to its digest (exit 4)
+    // beside a missing tag (exit 3): 4 in either order, both named.
+    let manifest = registry.push("team/corrupt", "1.0", &[Layer::new("c.jar", b"c")]);
+    let stored = registry.blob_path(&manifest);
+    // Still a valid manifest (the registry parses it), but other bytes.
+    let text = std::fs::read_to_string(&stored).unwrap();
+    assert!(text.contains("\"c.jar\""));
+    std::fs::write(&stored, text.replace("\"c.jar\"", "\"d.jar\"")).unwrap();
+    let corrupt = format!("oci://{host}/team/corrupt@{manifest}");
+    let missing = format!("oci://{host}/team/nothing:1");
+    for jars in [
+        format!("{missing},{corrupt}"),
+        format!("{corrupt},{missing}"),
+    ] {
+        let sb = Sandbox::new();
+        let out = with(&sb, &jars);
+        out.expect_code(4)
+            .expect_stderr("team/nothing:1")
+            .expect_stderr("team/corrupt@sha256:");
+    }
+
+    // A pin keyed by the layer's URI as the report names it.
+    let pinned = Sandbox::new();
+    let sums = pinned.write("sums", format!("{}  {app}#app.jar\n", "ab".repeat(32)));
+    pinned
+        .fetch()
+        .args(["--jars", &app, "--checksums", &s(&sums)])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run()
+        .expect_code(4);
+
+    // An earlier report whose digest is not a sha256 digest: ignored.
+    let kept = Sandbox::new();
+    with(&kept, &app).expect_code(0);
+    let path = kept.jars.join("spark-localizer-report.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let digest = kept.artifact("app.jar")["oci"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(&path, text.replace(&digest, "sha256:../../../v2/_catalog?")).unwrap();
+    let out = with(&kept, &app);
+    out.expect_code(0);
+    assert!(!out.stderr.contains("keeping"), "{out}");
+    assert_eq!(std::fs::read(kept.jar("app.jar")).unwrap(), jar);
+}
