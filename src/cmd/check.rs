@@ -25,7 +25,8 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         plan,
         sources,
         resolution,
-    } = match prepare(args, origins, None).await {
+        unresolved,
+    } = match prepare(args, origins, None, true).await {
         Ok(ready) => ready,
         Err(NotReady::Config(problems)) => return config_failure(args, &problems, false),
         Err(NotReady::Unresolved(code, message, _)) => return stopped(args, code, &message, false),
@@ -48,20 +49,29 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     if let Some(mirror) = sources.mirror() {
         out(&describe_mirror(mirror, &plan, &sources).await);
     }
-    let (text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
+    let (mut text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
+    // References that could not be resolved stand for their layers.
+    for (_, why) in &unresolved {
+        text.push_str(&format!("  FAIL  {why}\n"));
+    }
     out(&text);
+    let (failed, total) = (
+        failed + unresolved.len(),
+        plan.artifacts.len() + unresolved.len(),
+    );
     if failed == 0 {
-        out(&format!(
-            "\nall {} probes succeeded\n",
-            plan.artifacts.len()
-        ));
+        out(&format!("\nall {total} probes succeeded\n"));
         ExitCode::Ok
     } else {
-        out(&format!(
-            "\n{failed} of {} probes failed\n",
-            plan.artifacts.len()
-        ));
-        ExitCode::Fetch
+        out(&format!("\n{failed} of {total} probes failed\n"));
+        match unresolved
+            .iter()
+            .map(|(code, _)| *code)
+            .find(|c| *c == ExitCode::Integrity)
+        {
+            Some(code) => code,
+            None => ExitCode::Fetch,
+        }
     }
 }
 

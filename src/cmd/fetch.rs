@@ -34,6 +34,9 @@ pub(crate) struct Prepared {
     pub sources: Sources,
     /// What `--packages` resolved to (without `--lock`).
     pub resolution: Option<crate::maven::Resolution>,
+    /// `oci://` references that could not be resolved (only for `check`,
+    /// which goes on without them): the exit code each means, and why.
+    pub unresolved: Vec<(ExitCode, String)>,
 }
 
 /// Why `prepare` stopped.
@@ -69,6 +72,7 @@ pub(crate) async fn prepare(
     args: &FetchArgs,
     origins: &ArgOrigins,
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+    keep_going: bool,
 ) -> Result<Prepared, NotReady> {
     let mut problems = Problems::default();
     let mut settings = Settings::resolve(args, origins, &mut problems);
@@ -95,7 +99,7 @@ pub(crate) async fn prepare(
             resolution = Some(resolved);
         }
     }
-    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, plannable, cancel)
+    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, plannable, keep_going, cancel)
         .await
         .map_err(|(code, message)| NotReady::Unresolved(code, message, Outputs::of(&settings)))?;
     // An invalid input hides nothing else: the sources are configured for the
@@ -106,8 +110,8 @@ pub(crate) async fn prepare(
         }
         e.partial
     });
-    let sources = build_sources(&settings, &plan, &mut problems).map(|sources| match oci {
-        Some(oci) => sources.with_oci(oci),
+    let sources = build_sources(&settings, &plan, &mut problems).map(|sources| match oci.source {
+        Some(source) => sources.with_oci(source),
         None => sources,
     });
     match sources {
@@ -118,6 +122,7 @@ pub(crate) async fn prepare(
                 plan,
                 sources,
                 resolution,
+                unresolved: oci.failures,
             })
         }
         _ => Err(NotReady::Config(problems)),
@@ -508,7 +513,8 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         plan,
         sources,
         resolution,
-    } = match prepare(args, origins, Some(&cancel)).await {
+        ..
+    } = match prepare(args, origins, Some(&cancel), false).await {
         Ok(ready) => ready,
         Err(NotReady::Config(problems)) => return config_failure(args, &problems, true),
         Err(NotReady::Unresolved(code, message, outputs)) => {

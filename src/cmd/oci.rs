@@ -38,8 +38,9 @@ pub(crate) async fn expand(
     settings: &mut Settings,
     problems: &mut Problems,
     plannable: bool,
+    keep_going: bool,
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
-) -> Result<Option<OciSource>, Stopped> {
+) -> Result<Expanded, Stopped> {
     let mut refs: Vec<(List, usize, Reference)> = Vec::new();
     for (list, declared) in lists(settings) {
         for (i, d) in declared.iter().enumerate().filter(|(_, d)| is_oci(&d.uri)) {
@@ -58,7 +59,7 @@ pub(crate) async fn expand(
         .iter()
         .any(|(_, l)| l.iter().any(|d| is_oci(&d.uri)));
     if !any {
-        return Ok(None);
+        return Ok(Expanded::default());
     }
     let auth = match &settings.oci.auth_file {
         Some((path, origin)) => AuthFile::load(path, origin.clone())
@@ -77,7 +78,7 @@ pub(crate) async fn expand(
         ] {
             list.retain(|d| !is_oci(&d.uri));
         }
-        return Ok(None);
+        return Ok(Expanded::default());
     };
     let registry = Arc::new(Registry::new(
         client,
@@ -87,10 +88,33 @@ pub(crate) async fn expand(
     ));
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
-    let resolved = super::deadline::within(settings, cancel, "oci://", work).await??;
+    let (resolved, failures) = super::deadline::within(settings, cancel, "oci://", work).await?;
+    // Every reference was tried: each failure named, the most severe wins
+    // (`check` shows them and goes on with the rest).
+    if !keep_going {
+        if let Some(code) = failures
+            .iter()
+            .map(|(c, _)| *c)
+            .max_by_key(|c| severity(*c))
+        {
+            let all: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
+            return Err((code, all.join("; ")));
+        }
+    }
     let lines = describe(&registry, &refs, &resolved);
     expand_lists(settings, refs, &resolved).map_err(|message| (ExitCode::Fetch, message))?;
-    Ok(Some(OciSource::new(registry, lines)))
+    Ok(Expanded {
+        source: Some(OciSource::new(registry, lines)),
+        failures,
+    })
+}
+
+/// What the resolution gives the run: the source of the layers, and (for
+/// `check`, which goes on) the references that could not be resolved.
+#[derive(Default)]
+pub(crate) struct Expanded {
+    pub source: Option<OciSource>,
+    pub failures: Vec<Stopped>,
 }
 
 fn is_oci(uri: &str) -> bool {
@@ -112,7 +136,7 @@ async fn resolve_all(
     registry: &Registry,
     refs: &[(List, usize, Reference)],
     earlier: &HashMap<String, String>,
-) -> Result<HashMap<String, Resolved>, Stopped> {
+) -> (HashMap<String, Resolved>, Vec<Stopped>) {
     let policy = RetryPolicy {
         retries: settings.retries,
         backoff: Backoff::new(settings.retry_delay),
@@ -168,15 +192,8 @@ async fn resolve_all(
         );
         out.insert(name, Some(resolved));
     }
-    if let Some(code) = failures
-        .iter()
-        .map(|(c, _)| *c)
-        .max_by_key(|c| severity(*c))
-    {
-        let all: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
-        return Err((code, all.join("; ")));
-    }
-    Ok(out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect())
+    let resolved = out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
+    (resolved, failures)
 }
 
 /// Integrity beats a fetch failure, as among artifacts.
@@ -271,7 +288,12 @@ fn expand_lists(
         };
         let origin = declared.origin.clone();
         let shown = redact_url(declared.uri.split('#').next().unwrap_or_default());
-        let layers = select(&shown, r, &resolved[&r.name()])?;
+        // Not resolved (`check` goes on without it).
+        let Some(res) = resolved.get(&r.name()) else {
+            by_place.insert(key(*list, *i), Vec::new());
+            continue;
+        };
+        let layers = select(&shown, r, res)?;
         let mut here = Vec::new();
         for (title, layer) in layers {
             let pin = crate::oci::reference::check_digest(&layer.digest).map_err(|why| {
@@ -284,7 +306,6 @@ fn expand_lists(
                 layer.digest,
                 percent_encoding::utf8_percent_encode(&title, percent_encoding::NON_ALPHANUMERIC)
             );
-            let res = &resolved[&r.name()];
             settings.oci.layers.insert(
                 internal.clone(),
                 Pinned {

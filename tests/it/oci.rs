@@ -541,8 +541,16 @@ fn oci_check_shows_the_registry_the_credential_and_the_resolved_digest() {
         .arg("--ca-cert")
         .arg(registry.ca_file())
         .run();
-    out.expect_code(3)
-        .expect_stderr("anonymous (no --registry-auth or DOCKER_CONFIG)");
+    out.expect_code(3);
+    assert!(
+        out.stdout
+            .contains("credentials    anonymous (no --registry-auth or DOCKER_CONFIG)")
+            && out.stdout.contains("FAIL  cannot resolve")
+            && out
+                .stdout
+                .contains("the registry asks for a user and password"),
+        "{out}"
+    );
 }
 
 /// Token auth as public registries do it: the registry's Bearer challenge
@@ -862,6 +870,20 @@ fn oci_resolution_failures_are_planned_reported_and_ordered() {
         !sb.jars.join("classpath").exists(),
         "an earlier classpath left"
     );
+
+    // check goes on: the other reference is probed, the missing one is a FAIL.
+    let out = sb
+        .check()
+        .args(["--jars", &format!("{app},oci://{host}/team/nothing:1")])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run();
+    out.expect_code(3);
+    assert!(out.stdout.contains("ok    oci://"), "{out}");
+    assert!(out.stdout.contains("FAIL  cannot resolve oci://"), "{out}");
+    assert!(out.stdout.contains("1 of 2 probes failed"), "{out}");
 
     // A manifest whose stored bytes no longer hash to its digest (exit 4)
     // beside a missing tag (exit 3): 4 in either order, both named.
