@@ -88,7 +88,8 @@ pub(crate) async fn expand(
     ));
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
-    let (resolved, failures) = super::deadline::within(settings, cancel, "oci://", work).await?;
+    let (resolved, failures) =
+        super::deadline::within(settings, cancel, &named(&refs), work).await?;
     // Every reference was tried: each failure named, the most severe wins
     // (`check` shows them and goes on with the rest).
     if !keep_going {
@@ -115,6 +116,21 @@ pub(crate) async fn expand(
 pub(crate) struct Expanded {
     pub source: Option<OciSource>,
     pub failures: Vec<Stopped>,
+}
+
+/// The references as the deadline's and a signal's messages name them.
+fn named(refs: &[(List, usize, Reference)]) -> String {
+    let mut names: Vec<String> = refs
+        .iter()
+        .map(|(_, _, r)| format!("oci://{}", r.name()))
+        .collect();
+    names.dedup();
+    if names.len() > 3 {
+        let more = names.len() - 3;
+        names.truncate(3);
+        names.push(format!("{more} more"));
+    }
+    names.join(", ")
 }
 
 fn is_oci(uri: &str) -> bool {

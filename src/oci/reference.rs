@@ -63,9 +63,20 @@ impl Reference {
             (None, None) => Some("latest".to_owned()),
             _ => tag,
         };
+        let registry = registry.to_ascii_lowercase();
+        // Docker Hub's official images live under library/, as runtimes name them.
+        let hub = matches!(
+            registry.as_str(),
+            "docker.io" | "index.docker.io" | "registry-1.docker.io"
+        );
+        let repository = if hub && !repository.contains('/') {
+            format!("library/{repository}")
+        } else {
+            repository.to_owned()
+        };
         Ok(Reference {
-            registry: registry.to_ascii_lowercase(),
-            repository: repository.to_owned(),
+            registry,
+            repository,
             tag,
             digest,
             file,
@@ -203,6 +214,8 @@ mod tests {
         let r = ok("oci://reg.example:5000/team/app:1.0#app.jar");
         assert_eq!(r.registry, "reg.example:5000");
         assert_eq!(r.repository, "team/app");
+        let hub = Reference::parse("oci://docker.io/busybox:1").unwrap();
+        assert_eq!(hub.repository, "library/busybox");
         assert_eq!(r.tag.as_deref(), Some("1.0"));
         assert_eq!(r.file.as_deref(), Some("app.jar"));
         let r = ok("oci://127.0.0.1:5000/app");
