@@ -67,9 +67,8 @@ pub(crate) async fn expand(
             .ok(),
         None => None,
     };
-    let client = crate::net::client(&settings.http)
-        .map_err(|e| problems.push_message(crate::util::redact::error_chain(&e)))
-        .ok();
+    // A client that cannot be built is reported once, by the HTTP source.
+    let client = crate::net::client(&settings.http).ok();
     let (Some(client), true) = (client, problems.is_empty() && plannable) else {
         for list in [
             &mut settings.jars,

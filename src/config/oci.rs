@@ -46,11 +46,14 @@ pub(super) fn settings(
         if host.is_empty() {
             continue;
         }
+        // HOST[:PORT] as a URL authority: the port a number up to 65535.
         let valid = !host.contains("://")
             && !host.contains('/')
             && host
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
+                .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c))
+            && url::Url::parse(&format!("http://{host}/"))
+                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
         if valid {
             insecure.push(host.to_ascii_lowercase());
         } else {
