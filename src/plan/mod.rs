@@ -281,26 +281,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             ));
         }
         if let Some(first) = seen.get(&real) {
-            // An oci:// layer keeps its title: its #FILE selects, it does not rename.
-            let example = |x: &Artifact| {
-                format!(
-                    "{}#other-{}",
-                    x.display_uri.split('#').next().unwrap_or(&x.display_uri),
-                    x.name
-                )
-            };
-            let fix = match (a.oci.is_none(), first.oci.is_none()) {
-                (true, _) => format!(
-                    "give one a different name with #alias (e.g. {})",
-                    example(a)
-                ),
-                (false, true) => format!(
-                    "give {} a different name with #alias (e.g. {})",
-                    first.display_uri,
-                    example(first)
-                ),
-                (false, false) => "an oci:// layer keeps its title (#FILE selects a layer, it does not rename it): push one under another title, or fetch one with --files into the other directory".to_owned(),
-            };
+            let fix = collision_fix(a, first);
             problems.push(format!(
                 "invalid {}: {} and {} both go to {}; {fix}",
                 a.origin,
@@ -339,6 +320,31 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             problems,
             partial: plan,
         })
+    }
+}
+
+/// What to do about two artifacts going to one file: an `#alias` on one that
+/// can take it (an oci:// layer keeps its title: its #FILE selects, it does
+/// not rename).
+fn collision_fix(a: &Artifact, first: &Artifact) -> String {
+    let example = |x: &Artifact| {
+        format!(
+            "{}#other-{}",
+            x.display_uri.split('#').next().unwrap_or(&x.display_uri),
+            x.name
+        )
+    };
+    match (a.oci.is_none(), first.oci.is_none()) {
+        (true, _) => format!(
+            "give one a different name with #alias (e.g. {})",
+            example(a)
+        ),
+        (false, true) => format!(
+            "give {} a different name with #alias (e.g. {})",
+            first.display_uri,
+            example(first)
+        ),
+        (false, false) => "an oci:// layer keeps its title (#FILE selects a layer, it does not rename it): push one under another title, or fetch one with --files into the other directory".to_owned(),
     }
 }
 
