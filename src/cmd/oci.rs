@@ -102,9 +102,14 @@ pub(crate) async fn expand(
         }
     }
     let lines = describe(&registry, &refs, &resolved);
+    let sizes = resolved
+        .values()
+        .flat_map(|r| &r.layers)
+        .filter_map(|l| Some((l.digest.clone(), l.size?)))
+        .collect();
     expand_lists(settings, refs, &resolved).map_err(|message| (ExitCode::Fetch, message))?;
     Ok(Expanded {
-        source: Some(OciSource::new(registry, lines)),
+        source: Some(OciSource::new(registry, lines, sizes)),
         failures,
     })
 }

@@ -18,6 +18,9 @@ pub(crate) const TITLE: &str = "org.opencontainers.image.title";
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Descriptor {
     pub digest: String,
+    /// The blob's size, as the manifest declares it (checked against the answer).
+    #[serde(default)]
+    pub size: Option<u64>,
     #[serde(default)]
     pub annotations: std::collections::HashMap<String, String>,
     #[serde(default)]

@@ -21,6 +21,8 @@ pub(crate) struct OciSource {
     /// What `check` shows: each registry's scheme and credential, each
     /// reference's resolution.
     lines: Vec<String>,
+    /// Each layer's size as its manifest declares it, by digest.
+    sizes: std::collections::HashMap<String, u64>,
 }
 
 /// A blob as the internal URI names it.
@@ -31,8 +33,33 @@ struct Blob<'a> {
 }
 
 impl OciSource {
-    pub(crate) fn new(registry: Arc<Registry>, lines: Vec<String>) -> Self {
-        OciSource { registry, lines }
+    pub(crate) fn new(
+        registry: Arc<Registry>,
+        lines: Vec<String>,
+        sizes: std::collections::HashMap<String, u64>,
+    ) -> Self {
+        OciSource {
+            registry,
+            lines,
+            sizes,
+        }
+    }
+
+    /// The size the registry announces against the manifest's: another size
+    /// is an integrity failure; none announced, the manifest's bounds the body.
+    fn sized(&self, blob: &Blob<'_>, announced: Option<u64>) -> Result<Option<u64>, SourceError> {
+        let declared = self.sizes.get(blob.digest).copied();
+        match (announced, declared) {
+            (Some(got), Some(want)) if got != want => Err(SourceError::new(
+                FaultKind::Integrity,
+                format!(
+                    "{}: the registry serves {got} bytes, the manifest declares {want}",
+                    Self::shown(blob)
+                ),
+            )),
+            (Some(got), _) => Ok(Some(got)),
+            (None, declared) => Ok(declared),
+        }
     }
 
     fn blob<'a>(&self, uri: &'a Url) -> Result<Blob<'a>, SourceError> {
@@ -114,6 +141,7 @@ impl Source for OciSource {
                 ))
             }
         };
+        meta.size = self.sized(&blob, meta.size)?;
         let stream = response
             .bytes_stream()
             .map(move |chunk| chunk.map_err(|e| transport_error(&shown, e)));
@@ -150,6 +178,7 @@ impl Source for OciSource {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
+        let size = self.sized(&blob, size)?;
         Ok(Probe {
             meta: Meta {
                 size,

@@ -906,6 +906,25 @@ fn oci_resolution_failures_are_planned_reported_and_ordered() {
             .expect_stderr("team/corrupt@sha256:");
     }
 
+    // A manifest that declares another size than the blob has: exit 4.
+    let blob = data(21, 200_000);
+    let digest = registry.push_owned("team/sized", blob.clone());
+    let manifest = registry.manifest_of(
+        "team/sized",
+        &[("sized.jar", digest, 1_000, "application/java-archive")],
+    );
+    registry.push_manifest(
+        "team/sized",
+        "1",
+        "application/vnd.oci.image.manifest.v1+json",
+        &manifest,
+    );
+    let sized = Sandbox::new();
+    with(&sized, &format!("oci://{host}/team/sized:1"))
+        .expect_code(4)
+        .expect_stderr("the manifest declares 1000");
+    assert!(!sized.jar("sized.jar").exists());
+
     // A pin keyed by the layer's URI as the report names it.
     let pinned = Sandbox::new();
     let sums = pinned.write("sums", format!("{}  {app}#app.jar\n", "ab".repeat(32)));
