@@ -484,6 +484,7 @@ mod tests {
     fn layer(title: Option<&str>) -> Descriptor {
         Descriptor {
             digest: format!("sha256:{}", "a".repeat(64)),
+            size: None,
             annotations: title
                 .map(|t| (crate::oci::manifest::TITLE.to_owned(), t.to_owned()))
                 .into_iter()

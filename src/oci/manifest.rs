@@ -124,6 +124,7 @@ mod tests {
     fn d(digest: &str, platform: Option<(&str, &str)>) -> Descriptor {
         Descriptor {
             digest: digest.into(),
+            size: None,
             annotations: Default::default(),
             platform: platform.map(|(os, arch)| Platform {
                 os: os.into(),
