@@ -376,15 +376,7 @@ pub(crate) struct AzureSettings {
 impl AzureSettings {
     /// Reads the Hadoop keys from `props`, `dir` and the environment.
     pub(crate) fn new(dir: Option<(PathBuf, String)>, props: Option<&Properties>) -> Self {
-        let env = env::ALL
-            .iter()
-            .filter_map(|&k| {
-                std::env::var(k)
-                    .ok()
-                    .filter(|v| !v.trim().is_empty())
-                    .map(|v| (k, v.trim().to_owned()))
-            })
-            .collect();
+        let env = super::env_snapshot(env::ALL);
         Self::with_env(dir, props, env)
     }
 
@@ -398,14 +390,7 @@ impl AzureSettings {
                 crate::util::redact::register_secret(v);
             }
         }
-        let hadoop: BTreeMap<String, String> = props
-            .map(|p| {
-                p.iter()
-                    .filter(|(k, v)| k.starts_with(HADOOP_PREFIX) && !v.trim().is_empty())
-                    .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let hadoop = super::hadoop_keys(props, |k| k.starts_with(HADOOP_PREFIX));
         for (key, value) in &hadoop {
             if key.contains(".key.") || key.contains(".sas.") || key.contains(".secret") {
                 crate::util::redact::register_secret(value);
@@ -882,13 +867,14 @@ mod tests {
 
     #[test]
     fn workload_identity_comes_from_the_webhook_variables() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("azure-identity-token");
+        std::fs::write(&token, "projected.sa.token").unwrap();
+        let token = token.display().to_string();
         let s = settings(
             "",
             &[
-                (
-                    env::FEDERATED_TOKEN_FILE,
-                    "/var/run/secrets/azure/tokens/azure-identity-token",
-                ),
+                (env::FEDERATED_TOKEN_FILE, token.as_str()),
                 (env::CLIENT_ID, "cid"),
                 (env::TENANT_ID, "tid"),
             ],

@@ -97,15 +97,7 @@ pub(crate) struct GcsBucketConfig {
 impl GcsSettings {
     /// Reads the connector's keys from `props` and the environment.
     pub(crate) fn new(props: Option<&Properties>) -> Self {
-        let env = env::ALL
-            .iter()
-            .filter_map(|&k| {
-                std::env::var(k)
-                    .ok()
-                    .filter(|v| !v.trim().is_empty())
-                    .map(|v| (k, v.trim().to_owned()))
-            })
-            .collect();
+        let env = super::env_snapshot(env::ALL);
         Self::with_env(props, env)
     }
 
@@ -113,17 +105,9 @@ impl GcsSettings {
         props: Option<&Properties>,
         env: BTreeMap<&'static str, String>,
     ) -> Self {
-        let hadoop = props
-            .map(|p| {
-                p.iter()
-                    .filter(|(k, v)| {
-                        (k.starts_with(HADOOP_PREFIX) || *k == GOOGLE_KEYFILE)
-                            && !v.trim().is_empty()
-                    })
-                    .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let hadoop = super::hadoop_keys(props, |k| {
+            k.starts_with(HADOOP_PREFIX) || k == GOOGLE_KEYFILE
+        });
         GcsSettings {
             hadoop,
             properties_path: props

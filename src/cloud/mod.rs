@@ -7,6 +7,7 @@
 pub(crate) mod azure;
 pub(crate) mod gcs;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -308,11 +309,40 @@ pub(crate) async fn token_within<T>(
     }
 }
 
+/// The variables of `names` that are set (not blank), trimmed: a snapshot, so
+/// `check` and `fetch` see the same.
+pub(crate) fn env_snapshot(names: &[&'static str]) -> BTreeMap<&'static str, String> {
+    names
+        .iter()
+        .filter_map(|&k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (k, v.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// The properties file's keys that `wanted` picks (not blank), values trimmed.
+pub(crate) fn hadoop_keys(
+    props: Option<&crate::properties::Properties>,
+    wanted: impl Fn(&str) -> bool,
+) -> BTreeMap<String, String> {
+    props
+        .map(|p| {
+            p.iter()
+                .filter(|(k, v)| wanted(k) && !v.trim().is_empty())
+                .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The value of `key` or of its per-bucket form: `<prefix>bucket.<bucket>.<key>`
 /// beats `<prefix><key>` (S3A's per-bucket convention, which spark-localizer
 /// reads for every object store), with the key that held it.
 pub(crate) fn per_bucket<'a>(
-    hadoop: &'a std::collections::BTreeMap<String, String>,
+    hadoop: &'a BTreeMap<String, String>,
     prefix: &str,
     bucket: &str,
     key: &str,
