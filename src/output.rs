@@ -28,6 +28,25 @@ pub(crate) fn classpath_text(entries: &[PathBuf]) -> String {
     }
 }
 
+/// Whether `path` holds what [`classpath_text`] (or, with `env`, [`env_text`])
+/// writes: a failed run removes an earlier run's outputs, never a file of
+/// someone else's that `--classpath-file` or `--env-file` happens to name.
+pub(crate) fn written_by_us(path: &std::path::Path, env: bool) -> bool {
+    let Ok(bytes) = crate::util::fs::read_regular(path, 16 << 20) else {
+        return false;
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return false;
+    };
+    if env {
+        return text.starts_with("# Written by spark-localizer");
+    }
+    text.is_empty()
+        || text.strip_suffix('\n').is_some_and(|line| {
+            !line.contains('\n') && line.split(':').all(|entry| entry.starts_with('/'))
+        })
+}
+
 /// Quotes `s` for POSIX sh: single quotes, with `'` written as `'\''`.
 pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -285,5 +304,28 @@ mod tests {
         let t = termination_text("3 of 500 failed", &failures);
         assert!(t.len() <= TERMINATION_LIMIT);
         assert!(t.contains("more (see the report)"));
+    }
+}
+
+#[cfg(test)]
+mod written_by_us_tests {
+    use super::*;
+
+    #[test]
+    fn only_our_outputs_are_recognized() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let jars = [PathBuf::from("/a/x.jar"), PathBuf::from("/b/y.jar")];
+        assert!(written_by_us(&at("cp", &classpath_text(&jars)), false));
+        assert!(written_by_us(&at("empty", ""), false));
+        assert!(written_by_us(&at("env", &env_text(&jars)), true));
+        assert!(!written_by_us(&at("user", "user data\n"), false));
+        assert!(!written_by_us(&at("two", "/a.jar\n/b.jar\n"), false));
+        assert!(!written_by_us(&at("sh", "export X=1\n"), true));
+        assert!(!written_by_us(&dir.path().join("missing"), false));
     }
 }

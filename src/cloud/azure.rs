@@ -249,17 +249,18 @@ impl ConnectionString {
             if value.is_empty() {
                 return Err(format!("{from}: {shown} has no value"));
             }
-            if !seen.insert(name.to_owned()) {
+            // Keys are case-insensitive, as the Azure SDKs read them.
+            if !seen.insert(name.to_ascii_lowercase()) {
                 return Err(format!("{from}: {shown} is given twice"));
             }
-            let slot = match name {
-                "AccountName" => &mut c.account,
-                "AccountKey" => &mut c.key,
-                "SharedAccessSignature" => &mut c.sas,
-                "BlobEndpoint" => &mut c.blob_endpoint,
-                "DefaultEndpointsProtocol" => &mut c.protocol,
-                "EndpointSuffix" => &mut c.suffix,
-                "UseDevelopmentStorage" => {
+            let slot = match name.to_ascii_lowercase().as_str() {
+                "accountname" => &mut c.account,
+                "accountkey" => &mut c.key,
+                "sharedaccesssignature" => &mut c.sas,
+                "blobendpoint" => &mut c.blob_endpoint,
+                "defaultendpointsprotocol" => &mut c.protocol,
+                "endpointsuffix" => &mut c.suffix,
+                "usedevelopmentstorage" => {
                     if !value.eq_ignore_ascii_case("true") {
                         return Err(format!("{from}: UseDevelopmentStorage may only be true"));
                     }
@@ -269,8 +270,8 @@ impl ConnectionString {
                     continue;
                 }
                 // Other services' endpoints do not matter here.
-                "QueueEndpoint" | "TableEndpoint" | "FileEndpoint" | "BlobSecondaryEndpoint"
-                | "QueueSecondaryEndpoint" | "TableSecondaryEndpoint" | "FileSecondaryEndpoint" => {
+                "queueendpoint" | "tableendpoint" | "fileendpoint" | "blobsecondaryendpoint"
+                | "queuesecondaryendpoint" | "tablesecondaryendpoint" | "filesecondaryendpoint" => {
                     continue
                 }
                 _ => {
@@ -419,30 +420,35 @@ impl AzureSettings {
 
     /// The container's configuration; every problem found is returned.
     pub(crate) fn resolve(&self, at: &Location) -> Result<ContainerConfig, Vec<String>> {
-        let dir_string = self
-            .dir_connection_string()
-            .map_err(|e| vec![e])?
-            .filter(|c| c.is_for(&at.account));
-        let parsed = match self.env.get(env::CONNECTION_STRING) {
+        let dir_parsed = self.dir_connection_string().map_err(|e| vec![e])?;
+        let env_parsed = match self.env.get(env::CONNECTION_STRING) {
             Some(text) => {
                 Some(ConnectionString::parse(text, env::CONNECTION_STRING).map_err(|e| vec![e])?)
             }
             None => None,
         };
         // A connection string of another account is not used; `check` says so.
-        let other = parsed
-            .as_ref()
-            .filter(|c| !c.is_for(&at.account))
-            .and_then(|c| c.account.clone());
-        let env_string = parsed.filter(|c| c.is_for(&at.account));
+        let mut skipped = Vec::new();
+        let mut mine = |parsed: Option<ConnectionString>, origin: &str| match parsed {
+            Some(c) if !c.is_for(&at.account) => {
+                let other = c.account.clone().unwrap_or_default();
+                skipped.push(format!(
+                    "{origin} is for account '{other}', not '{}'",
+                    at.account
+                ));
+                None
+            }
+            other => other,
+        };
+        let dir_string = mine(
+            dir_parsed,
+            "the connection string in --azure-credentials-dir",
+        );
+        let env_string = mine(env_parsed, env::CONNECTION_STRING);
         let (credentials, mut credential_source) =
             self.credentials(at, dir_string.as_ref(), env_string.as_ref())?;
-        if let Some(other) = other {
-            credential_source.push_str(&format!(
-                " ({} is for account '{other}', not '{}')",
-                env::CONNECTION_STRING,
-                at.account
-            ));
+        if !skipped.is_empty() {
+            credential_source.push_str(&format!(" ({})", skipped.join("; ")));
         }
         let from_string = [
             (
@@ -452,9 +458,18 @@ impl AzureSettings {
             (env_string.as_ref(), env::CONNECTION_STRING),
         ]
         .into_iter()
-        .find_map(|(c, origin)| c.and_then(|c| c.endpoint(&at.account)).map(|e| (e, origin)));
+        .find_map(|(c, origin)| {
+            let c = c?;
+            let part = if c.blob_endpoint.is_some() {
+                "BlobEndpoint"
+            } else {
+                "EndpointSuffix"
+            };
+            c.endpoint(&at.account)
+                .map(|e| (e, format!("{part} of {origin}")))
+        });
         let (endpoint, endpoint_origin) = match from_string {
-            Some((endpoint, origin)) => (endpoint, format!("BlobEndpoint of {origin}")),
+            Some((endpoint, origin)) => (endpoint, origin),
             None => (
                 format!("https://{}.blob.{}", at.account, at.suffix),
                 "the URI's account".to_owned(),

@@ -64,14 +64,10 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         ExitCode::Ok
     } else {
         out(&format!("\n{failed} of {total} probes failed\n"));
-        match unresolved
+        unresolved
             .iter()
             .map(|(code, _)| *code)
-            .find(|c| *c == ExitCode::Integrity)
-        {
-            Some(code) => code,
-            None => ExitCode::Fetch,
-        }
+            .fold(ExitCode::Fetch, ExitCode::worst)
     }
 }
 

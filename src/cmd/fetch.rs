@@ -80,28 +80,44 @@ pub(crate) async fn prepare(
     // A URI that cannot be planned stops the run before any traffic: nothing
     // is resolved then (the plan below reports every problem).
     let plannable = problems.is_empty() && plannable(&mut settings);
+    // What could not be resolved: `--packages`, then every oci:// reference
+    // (all are tried; the most severe failure wins, all named).
+    let mut failed: Vec<(ExitCode, String)> = Vec::new();
     if plannable && settings.packages.lock.is_none() {
         if let Some(request) = settings.packages.request.clone() {
-            let outputs = || Outputs::of(&settings);
-            let resolved = super::deadline::within(
-                &settings,
-                cancel,
-                "--packages",
-                resolve_packages(&settings, &request),
-            )
-            .await
-            .map_err(|(code, message)| NotReady::Unresolved(code, message, outputs()))?
-            .map_err(|e| {
-                let (code, message) = packages_verdict(&e);
-                NotReady::Unresolved(code, message, outputs())
-            })?;
-            settings.add_resolved(&resolved);
-            resolution = Some(resolved);
+            let work = resolve_packages(&settings, &request);
+            match super::deadline::within(&settings, cancel, "--packages", work).await {
+                Err((code, message)) => {
+                    return Err(NotReady::Unresolved(code, message, Outputs::of(&settings)))
+                }
+                Ok(Err(e)) => failed.push(packages_verdict(&e)),
+                Ok(Ok(resolved)) => {
+                    settings.add_resolved(&resolved);
+                    resolution = Some(resolved);
+                }
+            }
         }
     }
-    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, plannable, keep_going, cancel)
+    let go_on = keep_going || !failed.is_empty();
+    let oci = crate::cmd::oci::expand(&mut settings, &mut problems, plannable, go_on, cancel)
         .await
         .map_err(|(code, message)| NotReady::Unresolved(code, message, Outputs::of(&settings)))?;
+    let oci = if failed.is_empty() {
+        oci
+    } else {
+        failed.extend(oci.failures);
+        let code = failed
+            .iter()
+            .map(|(c, _)| *c)
+            .reduce(ExitCode::worst)
+            .unwrap_or(ExitCode::Fetch);
+        let all: Vec<String> = failed.into_iter().map(|(_, m)| m).collect();
+        return Err(NotReady::Unresolved(
+            code,
+            all.join("; "),
+            Outputs::of(&settings),
+        ));
+    };
     // An invalid input hides nothing else: the sources are configured for the
     // valid ones, so their problems are reported in this run too.
     let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
@@ -146,7 +162,11 @@ fn plannable(settings: &mut Settings) -> bool {
     settings.jars.retain(|d| !oci(d));
     settings.files.retain(|d| !oci(d));
     settings.archives.retain(|d| !oci(d));
-    let ok = plan::build(settings).is_ok();
+    // The sources too: a bucket's or cluster's configuration is checked offline.
+    let ok = plan::build(settings).is_ok_and(|plan| {
+        let mut problems = Problems::default();
+        build_sources(settings, &plan, &mut problems).is_some() && problems.is_empty()
+    });
     [settings.jars, settings.files, settings.archives] = lists;
     ok
 }
@@ -257,11 +277,17 @@ fn unresolved(
     if let Some(dir) = outputs.report.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
+    let mut code = code;
     if let Err(e) = layout::write_atomic(&outputs.report, &json, false) {
-        warn!("cannot write the report {}: {e}", outputs.report.display());
+        // As for any run: an output that cannot be written is exit 6.
+        error!(
+            "cannot write the report {}: {e}; check the volume mount",
+            outputs.report.display()
+        );
+        code = code.worst(ExitCode::LocalIo);
     }
-    for stale in &outputs.classpath {
-        if std::fs::remove_file(stale).is_ok() {
+    for (stale, env) in outputs.classpath.iter().zip([false, true]) {
+        if output::written_by_us(stale, env) && std::fs::remove_file(stale).is_ok() {
             info!("removed {} written by an earlier run", stale.display());
         }
     }
@@ -572,8 +598,11 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     summarize(outcomes, elapsed);
     if verdict.code != ExitCode::Ok {
         // Outputs of an earlier successful run would name files this run removed.
-        for stale in classpath_outputs {
-            if ours(stale) && std::fs::remove_file(stale).is_ok() {
+        for (stale, env) in classpath_outputs.into_iter().zip([false, true]) {
+            if ours(stale)
+                && output::written_by_us(stale, env)
+                && std::fs::remove_file(stale).is_ok()
+            {
                 info!("removed {} written by an earlier run", stale.display());
             }
         }

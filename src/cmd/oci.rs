@@ -92,11 +92,7 @@ pub(crate) async fn expand(
     // Every reference was tried: each failure named, the most severe wins
     // (`check` shows them and goes on with the rest).
     if !keep_going {
-        if let Some(code) = failures
-            .iter()
-            .map(|(c, _)| *c)
-            .max_by_key(|c| severity(*c))
-        {
+        if let Some(code) = failures.iter().map(|(c, _)| *c).reduce(ExitCode::worst) {
             let all: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
             return Err((code, all.join("; ")));
         }
@@ -214,14 +210,6 @@ async fn resolve_all(
     }
     let resolved = out.into_iter().filter_map(|(k, v)| Some((k, v?))).collect();
     (resolved, failures)
-}
-
-/// Integrity beats a fetch failure, as among artifacts.
-fn severity(code: ExitCode) -> u8 {
-    match code {
-        ExitCode::Integrity => 2,
-        _ => 1,
-    }
 }
 
 /// What happened, the reference said once (the client's errors start with it).

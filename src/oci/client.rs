@@ -176,7 +176,7 @@ impl Registry {
         let url = response.url().clone();
         let body = tokio::time::timeout(self.stall, response.bytes())
             .await
-            .map_err(|_| self.stalled(&url))?
+            .map_err(|_| self.stalled(url.as_str()))?
             .map_err(|e| transport_error(&shown, e))?;
         if body.len() > MANIFEST_LIMIT {
             return Err(malformed(r, "the manifest is larger than 4 MiB"));
@@ -209,12 +209,12 @@ impl Registry {
     }
 
     /// No answer within `--stall-timeout` (retried, as a stalled transfer is).
-    fn stalled(&self, url: &Url) -> SourceError {
+    fn stalled(&self, url: &str) -> SourceError {
         SourceError::new(
             FaultKind::Transient,
             format!(
                 "{}: no answer within {} (--stall-timeout)",
-                redact_url(url.as_str()),
+                redact_url(url),
                 crate::util::duration::format_duration(self.stall)
             ),
         )
@@ -375,8 +375,10 @@ impl Registry {
         let request = request
             .build()
             .map_err(|e| transport_error(&redact_url(realm), e))?;
-        let response = crate::net::trail::execute(&self.client, request)
+        let answer = crate::net::trail::execute(&self.client, request);
+        let response = tokio::time::timeout(self.stall, answer)
             .await
+            .map_err(|_| self.stalled(realm))?
             .map_err(|e| transport_error(&redact_url(realm), e))?;
         if !response.status().is_success() {
             let realm = redact_url(realm);
@@ -392,10 +394,9 @@ impl Registry {
             token: Option<String>,
             access_token: Option<String>,
         }
-        let url = response.url().clone();
         let body = tokio::time::timeout(self.stall, response.bytes())
             .await
-            .map_err(|_| self.stalled(&url))?
+            .map_err(|_| self.stalled(realm))?
             .map_err(|e| transport_error(&redact_url(realm), e))?;
         let answer: TokenAnswer = serde_json::from_slice(&body).map_err(|_| {
             SourceError::new(
@@ -450,7 +451,7 @@ impl Registry {
             let answer = crate::net::trail::execute(&self.client, request);
             let response = tokio::time::timeout(self.stall, answer)
                 .await
-                .map_err(|_| self.stalled(&current))?
+                .map_err(|_| self.stalled(current.as_str()))?
                 .map_err(|e| transport_error(&redact_url(current.as_str()), e))?;
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
             {

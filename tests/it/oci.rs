@@ -953,3 +953,31 @@ fn oci_resolution_failures_are_planned_reported_and_ordered() {
     assert!(!out.stderr.contains("keeping"), "{out}");
     assert_eq!(std::fs::read(kept.jar("app.jar")).unwrap(), jar);
 }
+
+/// A registry or token realm that does not answer is cut at --stall-timeout
+/// and retried, not waited on until the deadline.
+#[test]
+fn oci_a_silent_token_realm_is_cut_at_the_stall_timeout() {
+    use crate::support::server::{Fault, FaultServer};
+    let server = FaultServer::start();
+    let host = format!("127.0.0.1:{}", server.port());
+    let challenge =
+        format!("Bearer realm=\"http://{host}/token\",service=test,scope=\"repository:x/y:pull\"");
+    server.put("/v2/x/y/manifests/1", "{}");
+    server.always(
+        "/v2/x/y/manifests/1",
+        Fault::StatusWith(401, vec![("WWW-Authenticate".into(), challenge)]),
+    );
+    server.put("/token", r#"{"token":"t0k3n-value"}"#);
+    server.always("/token", Fault::Hold(0));
+    let sb = Sandbox::new();
+    let out = sb
+        .fetch()
+        .args(["--insecure-registry", &host, "--stall-timeout", "1s"])
+        .args(["--retries", "1", "--jars", &format!("oci://{host}/x/y:1")])
+        .run();
+    server.release();
+    out.expect_code(3)
+        .expect_stderr("no answer within 1.0s (--stall-timeout)");
+    assert!(out.elapsed < std::time::Duration::from_secs(10), "{out}");
+}
