@@ -229,7 +229,8 @@ impl GcsSettings {
                 format!("{path} ({})", env::APPLICATION_CREDENTIALS),
             )));
         }
-        let Some(path) = self.gcloud_file().filter(|p| p.is_file()) else {
+        // Present but not a regular file (a fifo): said, never skipped silently.
+        let Some(path) = self.gcloud_file().filter(|p| p.symlink_metadata().is_ok()) else {
             return Ok(None);
         };
         check_key_file(&path, &["service_account", "authorized_user"])
@@ -468,6 +469,20 @@ mod tests {
             problems.contains("GOOGLE_APPLICATION_CREDENTIALS"),
             "{problems}"
         );
+    }
+
+    #[test]
+    fn a_gcloud_file_that_is_a_fifo_is_refused_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("application_default_credentials.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return;
+        }
+        let d = dir.path().display().to_string();
+        let s = settings("", &[(env::CLOUDSDK_CONFIG, d.as_str())]);
+        let problems = s.resolve("bkt").unwrap_err().join("\n");
+        assert!(problems.contains("not a regular file"), "{problems}");
     }
 
     #[test]

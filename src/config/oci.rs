@@ -52,8 +52,9 @@ pub(super) fn settings(
             && host
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c))
+            && !host.ends_with(':')
             && url::Url::parse(&format!("http://{host}/"))
-                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()));
+                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) && u.port() != Some(0));
         if valid {
             insecure.push(host.to_ascii_lowercase());
         } else {

@@ -392,7 +392,20 @@ fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 
     let _ = bare.set_password(None);
     // An oci:// layer is pinned as the report names it: REFERENCE#TITLE.
     let oci_key = (a.scheme == Scheme::Oci)
-        .then(|| all.lookup_key(&a.display_uri, ""))
+        .then(|| {
+            all.lookup_key(&a.display_uri, "").or_else(|| {
+                // The scheme and registry in any case; the rest (tag, title) exactly.
+                let split = |u: &str| {
+                    let rest = u.get(6..)?;
+                    let at = rest.find('/')?;
+                    Some((u[..6 + at].to_ascii_lowercase(), rest[at..].to_owned()))
+                };
+                let wanted = split(&a.display_uri)?;
+                all.keys()
+                    .find(|k| split(k).as_ref() == Some(&wanted))
+                    .and_then(|k| all.lookup_key(k, ""))
+            })
+        })
         .flatten();
     let by_uri = oci_key
         .or_else(|| all.lookup_key(declared, ""))

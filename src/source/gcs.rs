@@ -28,7 +28,7 @@ pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
     }
     if !bucket_name_ok(bucket) {
         return Err(format!(
-            "{shown}: '{bucket}' is not a bucket name (3 to 63 lower-case letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
+            "{shown}: '{bucket}' is not a bucket name (3 to 63 lower-case letters, digits, '-', '_' and '.', starting and ending with a letter or digit; not an IP address, not starting with goog, not containing google)"
         ));
     }
     if !uri.username().is_empty() || uri.password().is_some() || uri.port().is_some() {
@@ -54,8 +54,18 @@ pub(crate) fn locate(uri: &Url) -> Result<(String, KeyPath), String> {
 /// each dot-separated part at most 63).
 fn bucket_name_ok(name: &str) -> bool {
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ip_like = name.split('.').count() == 4
+        && name
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     (3..=222).contains(&name.len())
-        && name.split('.').all(|part| part.len() <= 63)
+        && name
+            .split('.')
+            .all(|part| !part.is_empty() && part.len() <= 63)
+        && !name.starts_with("goog")
+        && !name.contains("google")
+        && !name.contains("g00gle")
+        && !ip_like
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
@@ -170,7 +180,18 @@ mod tests {
         for good in ["bk1", "my-spark_libs", "a.b.c", "0ab"] {
             assert!(bucket_name_ok(good), "{good}");
         }
-        for bad in ["BK", "ab", "-ab", "ab-", "a b", &"x".repeat(64)] {
+        for bad in [
+            "BK",
+            "ab",
+            "-ab",
+            "ab-",
+            "a b",
+            &"x".repeat(64),
+            "a..b",
+            "goog-x",
+            "my-google-jars",
+            "192.168.1.1",
+        ] {
             assert!(!bucket_name_ok(bad), "{bad}");
         }
         assert!(locate(&Url::parse("gs://BK/a.jar").unwrap()).is_err());

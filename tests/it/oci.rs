@@ -301,6 +301,14 @@ fn oci_plain_http_only_for_insecure_registries() {
         .run()
         .expect_code(2)
         .expect_stderr("is not HOST[:PORT]");
+    for bad in ["127.0.0.1:0", "127.0.0.1:", "127.0.0.1:99999"] {
+        sb.fetch()
+            .args(["--jars", &format!("oci://{host}/app")])
+            .args(["--insecure-registry", bad])
+            .run()
+            .expect_code(2)
+            .expect_stderr("is not HOST[:PORT]");
+    }
 }
 
 #[test]
@@ -929,6 +937,20 @@ fn oci_resolution_failures_are_planned_reported_and_ordered() {
     let pinned = Sandbox::new();
     let sums = pinned.write("sums", format!("{}  {app}#app.jar\n", "ab".repeat(32)));
     pinned
+        .fetch()
+        .args(["--jars", &app, "--checksums", &s(&sums)])
+        .arg("--registry-auth")
+        .arg(&auth)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .run()
+        .expect_code(4);
+
+    // The same key with the scheme and registry in upper case.
+    let upper = Sandbox::new();
+    let key = format!("{app}#app.jar").replacen("oci://", "OCI://", 1);
+    let sums = upper.write("sums", format!("{}  {key}\n", "ab".repeat(32)));
+    upper
         .fetch()
         .args(["--jars", &app, "--checksums", &s(&sums)])
         .arg("--registry-auth")
