@@ -180,6 +180,58 @@ pub(crate) mod aws {
     ];
 }
 
+/// The Google variables the GCS source reads (see `cloud::gcs`).
+pub(crate) mod gcs {
+    /// GCS: a service-account key or `authorized_user` JSON file (application-default credentials).
+    pub(crate) const APPLICATION_CREDENTIALS: &str = "GOOGLE_APPLICATION_CREDENTIALS";
+    /// GCS: an emulator or other endpoint (`host:port` means `http://host:port`); anonymous unless credentials are given.
+    pub(crate) const STORAGE_EMULATOR_HOST: &str = "STORAGE_EMULATOR_HOST";
+    /// GCS: the metadata server (GKE workload identity), else `metadata.google.internal`.
+    pub(crate) const METADATA_HOST: &str = "GCE_METADATA_HOST";
+    /// GCS: gcloud's configuration directory (`application_default_credentials.json`), else `~/.config/gcloud`.
+    pub(crate) const CLOUDSDK_CONFIG: &str = "CLOUDSDK_CONFIG";
+
+    /// Every variable above, and `HOME`, for snapshots.
+    pub(crate) const ALL: &[&str] = &[
+        APPLICATION_CREDENTIALS,
+        STORAGE_EMULATOR_HOST,
+        METADATA_HOST,
+        CLOUDSDK_CONFIG,
+        super::aws::HOME,
+    ];
+}
+
+/// The Azure variables the Azure source reads (see `cloud::azure`).
+pub(crate) mod azure {
+    /// Azure: a connection string as the Azure SDKs read it (`AccountName`, `AccountKey`, `SharedAccessSignature`, `BlobEndpoint`, …; redacted everywhere).
+    pub(crate) const CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
+    /// Azure: an account key (redacted everywhere).
+    pub(crate) const ACCOUNT_KEY: &str = "AZURE_STORAGE_ACCOUNT_KEY";
+    /// Azure: a SAS token (redacted everywhere).
+    pub(crate) const SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
+    /// AKS workload identity: the projected ServiceAccount token exchanged at Entra ID.
+    pub(crate) const FEDERATED_TOKEN_FILE: &str = "AZURE_FEDERATED_TOKEN_FILE";
+    /// AKS workload identity: the client id of the identity.
+    pub(crate) const CLIENT_ID: &str = "AZURE_CLIENT_ID";
+    /// AKS workload identity: the tenant.
+    pub(crate) const TENANT_ID: &str = "AZURE_TENANT_ID";
+    /// AKS workload identity: Entra ID's host (other clouds), else the public cloud's.
+    pub(crate) const AUTHORITY_HOST: &str = "AZURE_AUTHORITY_HOST";
+
+    /// Every variable above, for snapshots.
+    pub(crate) const ALL: &[&str] = &[
+        CONNECTION_STRING,
+        ACCOUNT_KEY,
+        SAS_TOKEN,
+        FEDERATED_TOKEN_FILE,
+        CLIENT_ID,
+        TENANT_ID,
+        AUTHORITY_HOST,
+    ];
+    /// The variables whose values are secrets.
+    pub(crate) const SECRET: &[&str] = &[CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN];
+}
+
 /// The Hadoop variables the HDFS source reads (hdfs-native reads the token file and
 /// the ticket cache itself; they are checked here first).
 pub(crate) mod hadoop {

@@ -46,27 +46,8 @@ pub(crate) const CONNECTION_STRING_FILE: &str = "connection-string";
 pub(crate) const ACCOUNT_KEY_FILE: &str = "account-key";
 pub(crate) const SAS_TOKEN_FILE: &str = "sas-token";
 
-/// The environment variables read (a snapshot, so `check` and `fetch` agree).
-pub(crate) mod env {
-    pub(crate) const CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
-    pub(crate) const ACCOUNT_KEY: &str = "AZURE_STORAGE_ACCOUNT_KEY";
-    pub(crate) const SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
-    pub(crate) const FEDERATED_TOKEN_FILE: &str = "AZURE_FEDERATED_TOKEN_FILE";
-    pub(crate) const CLIENT_ID: &str = "AZURE_CLIENT_ID";
-    pub(crate) const TENANT_ID: &str = "AZURE_TENANT_ID";
-    pub(crate) const AUTHORITY_HOST: &str = "AZURE_AUTHORITY_HOST";
-    pub(crate) const ALL: &[&str] = &[
-        CONNECTION_STRING,
-        ACCOUNT_KEY,
-        SAS_TOKEN,
-        FEDERATED_TOKEN_FILE,
-        CLIENT_ID,
-        TENANT_ID,
-        AUTHORITY_HOST,
-    ];
-    /// Values never shown.
-    pub(crate) const SECRET: &[&str] = &[CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN];
-}
+// The environment variables read (a snapshot, so `check` and `fetch` agree).
+use crate::env_vars::azure as env;
 
 /// Where an Azure URI points.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,24 +41,8 @@ const GOOGLE_KEYFILE: &str = "spark.hadoop.google.cloud.auth.service.account.jso
 /// Google's endpoint.
 pub(crate) const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
 
-/// The environment variables read (a snapshot, so `check` and `fetch` agree).
-pub(crate) mod env {
-    /// A service-account key or authorized-user JSON file.
-    pub(crate) const APPLICATION_CREDENTIALS: &str = "GOOGLE_APPLICATION_CREDENTIALS";
-    /// An emulator or other endpoint (`host:port` or a URL).
-    pub(crate) const STORAGE_EMULATOR_HOST: &str = "STORAGE_EMULATOR_HOST";
-    /// The metadata server (GKE's workload identity answers there).
-    pub(crate) const METADATA_HOST: &str = "GCE_METADATA_HOST";
-    /// gcloud's configuration directory.
-    pub(crate) const CLOUDSDK_CONFIG: &str = "CLOUDSDK_CONFIG";
-    pub(crate) const ALL: &[&str] = &[
-        APPLICATION_CREDENTIALS,
-        STORAGE_EMULATOR_HOST,
-        METADATA_HOST,
-        CLOUDSDK_CONFIG,
-        "HOME",
-    ];
-}
+// The environment variables read (a snapshot, so `check` and `fetch` agree).
+use crate::env_vars::gcs as env;
 
 /// Everything GCS configuration is made of: the properties file's connector
 /// keys and a snapshot of the environment.
