@@ -197,7 +197,7 @@ pub(crate) mod gcs {
         STORAGE_EMULATOR_HOST,
         METADATA_HOST,
         CLOUDSDK_CONFIG,
-        super::aws::HOME,
+        crate::env_vars::aws::HOME,
     ];
 }
 
