@@ -25,35 +25,17 @@ impl AzureSource {
         client: &reqwest::Client,
         uris: impl IntoIterator<Item = &'a Url>,
     ) -> Result<Self, Vec<String>> {
-        let mut problems = Vec::new();
-        let mut out = BTreeMap::new();
-        let mut seen = std::collections::BTreeSet::new();
-        for uri in uris {
-            let Ok(at) = locate(uri) else { continue };
-            let name = at.store_key();
-            // Each container once, also when it cannot be configured.
-            if !seen.insert(name.clone()) {
-                continue;
-            }
-            let opened = settings.resolve(&at).and_then(|config| {
-                AzureContainer::open(config, client)
-                    .map_err(|e| vec![crate::util::redact::error_chain(&e)])
-            });
-            match opened {
-                Ok(c) => {
-                    out.insert(name, c);
-                }
-                Err(p) => problems.extend(
-                    p.into_iter()
-                        .map(|p| format!("azure container '{name}': {p}")),
-                ),
-            }
-        }
-        if problems.is_empty() {
-            Ok(AzureSource { containers: out })
-        } else {
-            Err(problems)
-        }
+        // URIs that do not parse are the plan's to report.
+        let items = uris
+            .into_iter()
+            .filter_map(|uri| locate(uri).ok())
+            .map(|at| (at.store_key(), at));
+        let containers = super::object::configure_each(items, "azure container", |at| {
+            let config = settings.resolve(&at)?;
+            AzureContainer::open(config, client)
+                .map_err(|e| vec![crate::util::redact::error_chain(&e)])
+        })?;
+        Ok(AzureSource { containers })
     }
 
     fn container(&self, uri: &Url) -> Result<(&AzureContainer, KeyPath, String), SourceError> {

@@ -80,37 +80,18 @@ impl GcsSource {
         client: &reqwest::Client,
         buckets: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, Vec<String>> {
-        let mut problems = Vec::new();
-        let mut out = BTreeMap::new();
-        let mut seen = std::collections::BTreeSet::new();
-        for bucket in buckets {
-            // Each bucket once, also when it cannot be configured (its problems once).
-            if !seen.insert(bucket) {
-                continue;
-            }
-            let opened = settings.resolve(bucket).and_then(|config| {
-                let source = config.credential_source.clone();
-                GcsBucket::open(config, client).map_err(|e| {
-                    vec![format!(
-                        "cannot use {source}: {}",
-                        crate::util::redact::error_chain(&e)
-                    )]
-                })
-            });
-            match opened {
-                Ok(b) => {
-                    out.insert(bucket.to_owned(), b);
-                }
-                Err(p) => {
-                    problems.extend(p.into_iter().map(|p| format!("gs bucket '{bucket}': {p}")))
-                }
-            }
-        }
-        if problems.is_empty() {
-            Ok(GcsSource { buckets: out })
-        } else {
-            Err(problems)
-        }
+        let items = buckets.into_iter().map(|b| (b.to_owned(), b));
+        let buckets = super::object::configure_each(items, "gs bucket", |bucket| {
+            let config = settings.resolve(bucket)?;
+            let source = config.credential_source.clone();
+            GcsBucket::open(config, client).map_err(|e| {
+                vec![format!(
+                    "cannot use {source}: {}",
+                    crate::util::redact::error_chain(&e)
+                )]
+            })
+        })?;
+        Ok(GcsSource { buckets })
     }
 
     fn bucket(&self, uri: &Url) -> Result<(&GcsBucket, KeyPath, String), SourceError> {

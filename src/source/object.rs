@@ -9,6 +9,35 @@ use url::Url;
 
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, SourceError};
 
+/// One store per name (a bucket, a container), each configured once — also
+/// one that cannot be, so its problems are said once —; every problem of every
+/// store returned together, each prefixed with `what` and the name.
+pub(super) fn configure_each<T, V>(
+    items: impl IntoIterator<Item = (String, T)>,
+    what: &str,
+    open: impl Fn(T) -> Result<V, Vec<String>>,
+) -> Result<std::collections::BTreeMap<String, V>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut out = std::collections::BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, item) in items {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        match open(item) {
+            Ok(store) => {
+                out.insert(name, store);
+            }
+            Err(p) => problems.extend(p.into_iter().map(|p| format!("{what} '{name}': {p}"))),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
 /// Opens `key` for `req`; `classify` turns object_store's errors into the
 /// engine's. A range continues a version: If-Match its ETag; when the object
 /// changed, it is answered from the start, as If-Range does over HTTP.

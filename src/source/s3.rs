@@ -28,32 +28,12 @@ impl S3Source {
         client: &reqwest::Client,
         buckets: impl IntoIterator<Item = &'a str>,
     ) -> Result<Self, Vec<String>> {
-        let mut problems = Vec::new();
-        let mut out = BTreeMap::new();
-        let mut seen = std::collections::BTreeSet::new();
-        for bucket in buckets {
-            // Each bucket once, also when it cannot be configured (its problems once).
-            if !seen.insert(bucket) {
-                continue;
-            }
-            match settings.resolve(bucket) {
-                Ok(config) => match Bucket::open(config, client) {
-                    Ok(opened) => {
-                        out.insert(bucket.to_owned(), opened);
-                    }
-                    Err(e) => problems.push(format!(
-                        "bucket '{bucket}': {}",
-                        crate::util::redact::error_chain(&e)
-                    )),
-                },
-                Err(p) => problems.extend(p.into_iter().map(|p| format!("bucket '{bucket}': {p}"))),
-            }
-        }
-        if problems.is_empty() {
-            Ok(S3Source { buckets: out })
-        } else {
-            Err(problems)
-        }
+        let items = buckets.into_iter().map(|b| (b.to_owned(), b));
+        let buckets = super::object::configure_each(items, "bucket", |bucket| {
+            let config = settings.resolve(bucket)?;
+            Bucket::open(config, client).map_err(|e| vec![crate::util::redact::error_chain(&e)])
+        })?;
+        Ok(S3Source { buckets })
     }
 
     fn bucket(&self, uri: &Url) -> Result<(&Bucket, KeyPath), SourceError> {
