@@ -3,13 +3,12 @@
 //! retries) and without secrets, and a 1 GiB object in parallel ranges that
 //! survives its server's restart.
 
-use std::path::Path;
 use std::time::Duration;
 
 use crate::support::cloud::{entra_token, Azurite, FakeGcs};
 use crate::support::pki::Pki;
 use crate::support::server::{Fault, FaultServer};
-use crate::support::{data, s, wait_for, Run, Sandbox};
+use crate::support::{allocated, data, random_file, s, sha256_file, wait_for, Run, Sandbox};
 
 const TOKEN_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 
@@ -263,35 +262,11 @@ fn base64_of(bytes: &[u8]) -> String {
 /// A 1 GiB file of random bytes and its sha256.
 fn gib(sb: &Sandbox) -> (Vec<u8>, String) {
     let src = sb.root.join("big.bin");
-    let status = std::process::Command::new("head")
-        .args(["-c", "1073741824", "/dev/urandom"])
-        .stdout(std::fs::File::create(&src).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&src, 1 << 30);
     let bytes = std::fs::read(&src).unwrap();
     std::fs::remove_file(&src).unwrap();
     let sum = crate::support::sha256_hex(&bytes);
     (bytes, sum)
-}
-
-fn allocated(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.blocks() * 512)
-        .sum()
-}
-
-fn sha256_file(path: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).unwrap();
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).unwrap();
-    hex::encode(h.finalize())
 }
 
 /// Fetches `uri` (1 GiB) while the server is killed after 200 MiB and restarted.

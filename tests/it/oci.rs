@@ -5,7 +5,9 @@
 //! `--registry-auth` or `DOCKER_CONFIG`, never in any output.
 
 use crate::support::registry::{Layer, Registry, PASSWORD};
-use crate::support::{assert_no_secrets, data, s, sha256_hex, Sandbox};
+use crate::support::{
+    allocated, assert_no_secrets, data, random_file, s, sha256_file, sha256_hex, Sandbox,
+};
 
 /// A zip holding one entry, as an archive layer.
 fn zip_with(name: &str, body: &[u8]) -> Vec<u8> {
@@ -414,23 +416,6 @@ fn oci_a_moved_tag_keeps_the_digest_of_the_earlier_run() {
     assert_eq!(std::fs::read(healing.jar("app.jar")).unwrap(), v2);
 }
 
-/// Bytes on disk (allocated blocks) under `dir` and its state directory.
-fn allocated(dir: &std::path::Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => total += m.blocks() * 512,
-                Err(_) => {}
-            }
-        }
-    }
-    total
-}
-
 /// A 1 GiB layer: fetched in parallel ranges, byte-exact; then again with the
 /// registry killed and restarted in the middle (the parts resume).
 #[test]
@@ -441,12 +426,7 @@ fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
     let sb = Sandbox::new();
     let auth = sb.write("config.json", registry.docker_config(PASSWORD));
     let src = sb.root.join("big.bin");
-    let status = std::process::Command::new("head")
-        .args(["-c", &(1u64 << 30).to_string(), "/dev/urandom"])
-        .stdout(std::fs::File::create(&src).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&src, 1 << 30);
     let big = std::fs::read(&src).unwrap();
     std::fs::remove_file(&src).unwrap();
     let want = sha256_hex(&big);
@@ -498,14 +478,6 @@ fn oci_a_large_layer_in_parallel_ranges_survives_a_registry_restart() {
     out.expect_code(0).expect_stderr("retrying");
     assert_eq!(sha256_file(&sb2.files.join("model.bin")), want);
     assert_no_secrets("output", &sb2.all_output(&out));
-}
-
-fn sha256_file(path: &std::path::Path) -> String {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).unwrap();
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).unwrap();
-    hex::encode(h.finalize())
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! `s3://` and `s3a://` against a real SeaweedFS (`weed server -s3`: SigV4
 //! signatures checked, ranges and ETags served), through every credential source.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -9,7 +8,9 @@ use crate::support::aws_creds::{PodIdentityAgent, Sts, READER_ROLE_ARN};
 use crate::support::cut_proxy::CutProxy;
 use crate::support::pki::Pki;
 use crate::support::seaweed::Seaweed;
-use crate::support::{data, s, sha256_hex, tar_gz, wait_for, Run, Sandbox};
+use crate::support::{
+    allocated, data, random_file, s, sha256_file, sha256_hex, tar_gz, wait_for, Run, Sandbox,
+};
 
 /// The standard AWS variables pointing at `endpoint` with the test identity.
 fn aws_env<'a>(run: Run<'a>, endpoint: &str) -> Run<'a> {
@@ -38,19 +39,6 @@ fn peak_rss_kib(pid: u32) -> u64 {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Bytes on disk (allocated blocks) under `dir`: progress of a preallocated file.
-fn allocated(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.blocks() * 512)
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 #[test]
@@ -182,12 +170,7 @@ fn a_large_object_in_parallel_ranges_survives_a_server_restart() {
     sw.create_bucket("big");
     let sb = Sandbox::new();
     let src = sb.root.join("big.bin");
-    let status = std::process::Command::new("head")
-        .args(["-c", "1073741824", "/dev/urandom"])
-        .stdout(std::fs::File::create(&src).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&src, 1 << 30);
     let want = sha256_file(&src);
     sw.put_file("big", "data/big.bin", &src);
     std::fs::remove_file(&src).unwrap();
@@ -229,14 +212,6 @@ fn a_large_object_in_parallel_ranges_survives_a_server_restart() {
     out.expect_code(0).expect_stderr("retrying");
     assert_eq!(sha256_file(&sb2.files.join("big.bin")), want);
     eprintln!("with a server restart: {:?}\n{}", out.elapsed, out.stderr);
-}
-
-fn sha256_file(path: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let mut f = std::fs::File::open(path).unwrap();
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).unwrap();
-    hex::encode(h.finalize())
 }
 
 /// Connections cut in the middle of bodies: a small object resumes with a ranged,

@@ -38,6 +38,42 @@ pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
+/// The sha256 of a file, read in a stream (for objects too large to hold twice).
+pub fn sha256_file(path: &Path) -> String {
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).unwrap();
+    hex::encode(h.finalize())
+}
+
+/// A file of `len` random bytes at `path` (from /dev/urandom).
+pub fn random_file(path: &Path, len: u64) {
+    let status = Command::new("head")
+        .args(["-c", &len.to_string(), "/dev/urandom"])
+        .stdout(std::fs::File::create(path).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Bytes on disk (allocated blocks) under `dir`, its state directory included:
+/// the progress of a preallocated transfer.
+pub fn allocated(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.blocks() * 512,
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 /// Deterministic pseudo-random bytes (splitmix64), different per seed.
 pub fn data(seed: u64, len: usize) -> Vec<u8> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ len as u64;
