@@ -31,7 +31,6 @@ use std::path::{Path, PathBuf};
 
 use object_store::azure::{MicrosoftAzure, MicrosoftAzureBuilder};
 use object_store::path::Path as KeyPath;
-use object_store::RetryConfig;
 use url::Url;
 
 use super::{Place, Traced};
@@ -664,16 +663,12 @@ impl AzureContainer {
         config: ContainerConfig,
         client: &reqwest::Client,
     ) -> object_store::Result<AzureContainer> {
-        let retry = RetryConfig {
-            max_retries: 0,
-            ..RetryConfig::default()
-        };
         let mut b = MicrosoftAzureBuilder::new()
             .with_account(&config.account)
             .with_container_name(&config.container)
             .with_endpoint(config.endpoint.clone())
             .with_allow_http(config.endpoint.starts_with("http://"))
-            .with_retry(retry)
+            .with_retry(super::no_retries())
             .with_http_connector(Traced::new(client, None));
         b = match &config.credentials {
             AzureCredentials::AccountKey(key) => b.with_access_key(key),

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use object_store::gcp::{GcpCredential, GoogleCloudStorage, GoogleCloudStorageBuilder};
-use object_store::{RetryConfig, StaticCredentialProvider};
+use object_store::StaticCredentialProvider;
 
 use super::{per_bucket, Place, Traced};
 use crate::fault::SourceError;
@@ -317,14 +317,10 @@ impl GcsBucket {
         config: GcsBucketConfig,
         client: &reqwest::Client,
     ) -> object_store::Result<GcsBucket> {
-        let retry = RetryConfig {
-            max_retries: 0,
-            ..RetryConfig::default()
-        };
         let mut b = GoogleCloudStorageBuilder::new()
             .with_bucket_name(&config.bucket)
             .with_base_url(&config.endpoint)
-            .with_retry(retry)
+            .with_retry(super::no_retries())
             .with_http_connector(Traced::new(client, None));
         b = match &config.credentials {
             GcsCredentials::KeyFile(path) => {

@@ -26,6 +26,14 @@ pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a remote token service (Entra ID, STS) may take.
 pub(crate) const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// object_store's own retries off: the engine retries, resuming with ranges.
+pub(crate) fn no_retries() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 0,
+        ..object_store::RetryConfig::default()
+    }
+}
+
 /// Something told of every answer's headers (S3 notes the bucket's region).
 pub(crate) type Observer = Arc<dyn Fn(&HeaderMap) + Send + Sync>;
 

@@ -157,16 +157,12 @@ impl object_store::CredentialProvider for Checked {
 }
 
 fn configure(c: &BucketConfig, connector: &Traced) -> object_store::Result<AmazonS3Builder> {
-    let retry = RetryConfig {
-        max_retries: 0,
-        ..RetryConfig::default()
-    };
     let mut b = AmazonS3Builder::new()
         .with_bucket_name(&c.bucket)
         .with_region(&c.region)
         .with_virtual_hosted_style_request(c.virtual_hosted)
         .with_allow_http(c.allow_http)
-        .with_retry(retry)
+        .with_retry(crate::cloud::no_retries())
         .with_http_connector(connector.clone());
     if let Some(endpoint) = &c.endpoint {
         b = b.with_endpoint(endpoint);

@@ -62,13 +62,8 @@ impl Source for AzureSource {
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let (c, key, shown) = self.container(uri)?;
         c.credentials(&shown).await?;
-        match super::object::head(&c.store, &key).await {
-            Ok(probe) => Ok(probe),
-            Err(e) => {
-                let e = super::object::explain(&c.store, &key, e).await;
-                Err(crate::cloud::classify(&c.place(&shown), &e))
-            }
-        }
+        let classify = |e| crate::cloud::classify(&c.place(&shown), &e);
+        super::object::probe(&c.store, &key, classify).await
     }
 
     fn parallel_ranges(&self) -> bool {

@@ -118,13 +118,8 @@ impl Source for GcsSource {
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let (b, key, shown) = self.bucket(uri)?;
         b.credentials(&shown).await?;
-        match super::object::head(&b.store, &key).await {
-            Ok(probe) => Ok(probe),
-            Err(e) => {
-                let e = super::object::explain(&b.store, &key, e).await;
-                Err(crate::cloud::classify(&b.place(&shown), &e))
-            }
-        }
+        let classify = |e| crate::cloud::classify(&b.place(&shown), &e);
+        super::object::probe(&b.store, &key, classify).await
     }
 
     fn parallel_ranges(&self) -> bool {

@@ -90,11 +90,21 @@ pub(super) async fn open(
     })
 }
 
-/// Size and version of `key`, without its body.
-pub(super) async fn head(
+/// Size and version of `key`, without its body; an error explained (see
+/// [`explain`]) and classified by `classify`.
+pub(super) async fn probe(
     store: &dyn ObjectStore,
     key: &KeyPath,
-) -> Result<Probe, object_store::Error> {
+    classify: impl Fn(object_store::Error) -> SourceError,
+) -> Result<Probe, SourceError> {
+    match head(store, key).await {
+        Ok(probe) => Ok(probe),
+        Err(e) => Err(classify(explain(store, key, e).await)),
+    }
+}
+
+/// Size and version of `key`, without its body.
+async fn head(store: &dyn ObjectStore, key: &KeyPath) -> Result<Probe, object_store::Error> {
     let meta = store.head(key).await?;
     Ok(Probe {
         meta: Meta {
@@ -109,7 +119,7 @@ pub(super) async fn head(
 
 /// A HEAD answer has no body, so no error code: ask for one byte to tell a
 /// missing bucket from a missing object, bad credentials from a bad request.
-pub(super) async fn explain(
+async fn explain(
     store: &dyn ObjectStore,
     key: &KeyPath,
     err: object_store::Error,

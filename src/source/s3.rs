@@ -93,12 +93,6 @@ impl Source for S3Source {
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
         let (b, key) = self.bucket(uri)?;
         credentials(b, uri).await?;
-        match super::object::head(&b.store, &key).await {
-            Ok(probe) => Ok(probe),
-            Err(e) => {
-                let e = super::object::explain(&b.store, &key, e).await;
-                Err(classify(b, uri, e))
-            }
-        }
+        super::object::probe(&b.store, &key, |e| classify(b, uri, e)).await
     }
 }
