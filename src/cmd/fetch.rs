@@ -24,7 +24,7 @@ use crate::source::http::HttpSource;
 use crate::source::mirror::MirrorSource;
 use crate::source::s3::S3Source;
 use crate::source::staging::{self, StagingSource};
-use crate::source::Sources;
+use crate::source::{Scheme, Sources};
 use crate::util::signal::Termination;
 
 /// What `fetch` and `check` work from.
@@ -306,42 +306,31 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
         }
     };
     let http = HttpSource::new(&settings.http).map_err(|e| report(vec![config_message(&e.into())]));
-    let s3 = http.as_ref().ok().and_then(|http| {
-        let buckets = plan
-            .artifacts
+    // The plan's URIs of one scheme.
+    let uris = |scheme| {
+        plan.artifacts
             .iter()
-            .filter(|a| a.scheme == crate::source::Scheme::S3)
-            .filter_map(|a| a.uri.host_str());
+            .filter(move |a| a.scheme == scheme)
+            .map(|a| &a.uri)
+    };
+    let s3 = http.as_ref().ok().and_then(|http| {
+        let buckets = uris(Scheme::S3).filter_map(|u| u.host_str());
         S3Source::new(&settings.s3, http.client(), buckets)
             .map_err(&mut report)
             .ok()
     });
     let gcs = http.as_ref().ok().and_then(|http| {
-        let buckets = plan
-            .artifacts
-            .iter()
-            .filter(|a| a.scheme == crate::source::Scheme::Gcs)
-            .filter_map(|a| a.uri.host_str());
+        let buckets = uris(Scheme::Gcs).filter_map(|u| u.host_str());
         GcsSource::new(&settings.gcs, http.client(), buckets)
             .map_err(&mut report)
             .ok()
     });
     let azure = http.as_ref().ok().and_then(|http| {
-        let uris = plan
-            .artifacts
-            .iter()
-            .filter(|a| a.scheme == crate::source::Scheme::Azure)
-            .map(|a| &a.uri);
-        AzureSource::new(&settings.azure, http.client(), uris)
+        AzureSource::new(&settings.azure, http.client(), uris(Scheme::Azure))
             .map_err(&mut report)
             .ok()
     });
-    let hdfs_uris: Vec<&url::Url> = plan
-        .artifacts
-        .iter()
-        .filter(|a| a.scheme == crate::source::Scheme::Hdfs)
-        .map(|a| &a.uri)
-        .collect();
+    let hdfs_uris: Vec<&url::Url> = uris(Scheme::Hdfs).collect();
     // The Hadoop configuration and token file matter only when HDFS is used.
     let hdfs = if hdfs_uris.is_empty() {
         Some(HdfsSource::default())
@@ -386,10 +375,7 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
 /// Warnings about a plan that is valid but may not do what was meant.
 fn warn_about(plan: &Plan) {
     for a in &plan.artifacts {
-        if a.kind == plan::Kind::Archive
-            && a.unpack.is_none()
-            && a.scheme != crate::source::Scheme::Local
-        {
+        if a.kind == plan::Kind::Archive && a.unpack.is_none() && a.scheme != Scheme::Local {
             warn!(
                 uri = %a.display_uri,
                 "not a .zip, .jar, .tar, .tar.gz or .tgz archive: copied as is to {}, as Spark does",
