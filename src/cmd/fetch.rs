@@ -79,7 +79,12 @@ pub(crate) async fn prepare(
     let mut resolution = None;
     // A URI that cannot be planned stops the run before any traffic: nothing
     // is resolved then (the plan below reports every problem).
-    let plannable = problems.is_empty() && plannable(&mut settings);
+    // Checked only when something is resolved: the plan is built once otherwise.
+    let resolves = (settings.packages.request.is_some() && settings.packages.lock.is_none())
+        || [&settings.jars, &settings.files, &settings.archives]
+            .iter()
+            .any(|list| list.iter().any(|d| crate::cmd::oci::is_oci(&d.uri)));
+    let plannable = problems.is_empty() && (!resolves || plannable(&mut settings));
     // What could not be resolved: `--packages`, then every oci:// reference
     // (all are tried; the most severe failure wins, all named).
     let mut failed: Vec<(ExitCode, String)> = Vec::new();
@@ -154,14 +159,13 @@ fn plannable(settings: &mut Settings) -> bool {
         settings.files.clone(),
         settings.archives.clone(),
     ];
-    let oci = |d: &crate::config::Declared| {
-        d.uri
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
-    };
-    settings.jars.retain(|d| !oci(d));
-    settings.files.retain(|d| !oci(d));
-    settings.archives.retain(|d| !oci(d));
+    for list in [
+        &mut settings.jars,
+        &mut settings.files,
+        &mut settings.archives,
+    ] {
+        list.retain(|d| !crate::cmd::oci::is_oci(&d.uri));
+    }
     // The sources too: a bucket's or cluster's configuration is checked offline.
     let ok = plan::build(settings).is_ok_and(|plan| {
         let mut problems = Problems::default();

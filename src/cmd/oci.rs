@@ -133,7 +133,8 @@ fn named(refs: &[(List, usize, Reference)]) -> String {
     names.join(", ")
 }
 
-fn is_oci(uri: &str) -> bool {
+/// Whether `uri` is an `oci://` reference (any case of the scheme).
+pub(crate) fn is_oci(uri: &str) -> bool {
     uri.get(..6)
         .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
 }
