@@ -16,7 +16,7 @@
 #
 # Needs Debian's maven (the repository), nginx and pyspark (scripts/setup/spark.sh).
 # Env: ROUNDS, COORDINATE, SPARK_LOCALIZER_BIN (default: a release build),
-# SPARK_LOCALIZER_SPARK_HOME (default: scripts/setup/spark.sh's).
+# SPARK_LOCALIZER_TEST_SPARK_HOME (default: scripts/setup/spark.sh's).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -35,7 +35,7 @@ if [ -z "$bin" ]; then
     cargo build --release --quiet
     bin="$PWD/target/release/spark-localizer"
 fi
-spark_home="${SPARK_LOCALIZER_SPARK_HOME:-$(bash scripts/setup/spark.sh </dev/null | tail -n 1)}"
+spark_home="${SPARK_LOCALIZER_TEST_SPARK_HOME:-$(bash scripts/setup/spark.sh </dev/null | tail -n 1)}"
 
 work=$(mktemp -d)
 cleanup() {

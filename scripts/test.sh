@@ -107,8 +107,8 @@ bash scripts/setup/image.sh </dev/null
 SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_STATIC_BIN
 echo "==> scripts/setup/spark.sh"
-SPARK_LOCALIZER_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
-export SPARK_LOCALIZER_SPARK_HOME
+SPARK_LOCALIZER_TEST_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
+export SPARK_LOCALIZER_TEST_SPARK_HOME
 
 # The layering of src/ (dependencies point one way, no module cycle, no function
 # over 120 lines): see the layer table in scripts/layers.py.

@@ -58,8 +58,9 @@ pub(crate) enum LogFormat {
 pub(crate) enum Command {
     /// Fetch, verify and publish every artifact, then write the classpath fragment (the initContainer job).
     Fetch(FetchArgs),
-    /// Resolve the same plan, show where each value came from and probe every URI; writes nothing.
-    Check(FetchArgs),
+    /// Resolve the same plan, show where each value came from and probe every URI; with an
+    /// image's jars (--spark-home, default SPARK_HOME), run the classpath doctor. Writes nothing.
+    Check(CheckArgs),
     /// Resolve --packages with their dependencies and write a lockfile (--lock, default
     /// stdout) that `fetch --lock` fetches: every jar pinned by sha256.
     Resolve(FetchArgs),
@@ -403,6 +404,40 @@ pub(crate) struct FetchArgs {
     /// Interval between plain progress lines when stderr is not a terminal.
     #[arg(long, env = env::PROGRESS_INTERVAL, default_value = "5s", value_parser = progress_interval, value_name = "DURATION")]
     pub progress_interval: Duration,
+
+    /// The classpath doctor: the image's SPARK_HOME, whose jars/ the added jars are
+    /// checked against (Scala and Spark versions, Hadoop modules, duplicate classes, the
+    /// classes Spark properties name). `check` defaults to SPARK_HOME.
+    #[arg(long, env = env::SPARK_HOME, value_name = "DIR")]
+    pub spark_home: Option<PathBuf>,
+
+    /// The classpath doctor: the image's jars directory itself (e.g. Spark's jars mounted
+    /// read-only into the init container).
+    #[arg(long, visible_alias = "doctor-jars", env = env::SPARK_JARS, value_name = "DIR")]
+    pub spark_jars: Option<PathBuf>,
+
+    /// fetch: fail (exit 8, no classpath written) when the classpath doctor finds an error
+    /// (`check` always does).
+    #[arg(long, env = env::DOCTOR_STRICT, value_parser = BoolishValueParser::new())]
+    pub doctor_strict: bool,
+}
+
+/// `check`: the fetch arguments and how to print.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+
+    /// `text` for people; `json`: one JSON document on stdout (probes, doctor findings).
+    #[arg(long, value_enum, env = env::OUTPUT, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// `check --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OutputFormat {
+    Text,
+    Json,
 }
 
 /// How sources reach their origins: shared by `fetch`, `check`, `resolve` and

@@ -29,6 +29,16 @@ pub(crate) const REPORT: &str = "SPARK_LOCALIZER_REPORT";
 pub(crate) const TERMINATION_LOG: &str = "SPARK_LOCALIZER_TERMINATION_LOG";
 pub(crate) const NO_PROGRESS: &str = "SPARK_LOCALIZER_NO_PROGRESS";
 pub(crate) const PROGRESS_INTERVAL: &str = "SPARK_LOCALIZER_PROGRESS_INTERVAL";
+/// `--spark-home` (the classpath doctor's image).
+pub(crate) const SPARK_HOME: &str = "SPARK_LOCALIZER_SPARK_HOME";
+/// `--spark-jars` (the classpath doctor's image jars directory).
+pub(crate) const SPARK_JARS: &str = "SPARK_LOCALIZER_SPARK_JARS";
+/// `--doctor-strict`.
+pub(crate) const DOCTOR_STRICT: &str = "SPARK_LOCALIZER_DOCTOR_STRICT";
+/// `check --output`.
+pub(crate) const OUTPUT: &str = "SPARK_LOCALIZER_OUTPUT";
+/// Spark's own: `check`'s default image when no --spark-home or --spark-jars is given.
+pub(crate) const SPARK_HOME_DEFAULT: &str = "SPARK_HOME";
 pub(crate) const S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_S3_CREDENTIALS_DIR";
 /// `--azure-credentials-dir`.
 pub(crate) const AZURE_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_AZURE_CREDENTIALS_DIR";

@@ -16,6 +16,7 @@ mod archive;
 mod cli;
 mod cloud;
 mod config;
+mod doctor;
 mod engine;
 mod env_vars;
 mod fault;

@@ -117,6 +117,9 @@ pub(crate) struct Report {
     /// reference could not be resolved), already scrubbed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The classpath doctor's diagnosis (`--spark-jars`, `--spark-home`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doctor: Option<crate::doctor::Diagnosis>,
 }
 
 /// The `--packages` resolution: each jar's coordinate, repository and the path
@@ -170,6 +173,7 @@ impl Report {
             artifacts: Vec::new(),
             packages: None,
             error: Some(crate::util::redact::scrub(error)),
+            doctor: None,
         }
     }
 
@@ -213,6 +217,7 @@ impl Report {
             artifacts,
             packages: None,
             error: None,
+            doctor: None,
         }
     }
 }

@@ -55,7 +55,6 @@ impl Properties {
     ///
     /// Fails only on a malformed `\uXXXX` escape; the error names `<input>`
     /// and the line.
-    #[cfg(test)]
     pub(crate) fn parse(text: &str) -> Result<Properties, PropertiesError> {
         parse_with_origin(text, "<input>")
     }

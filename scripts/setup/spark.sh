@@ -10,7 +10,7 @@
 #
 # Prints SPARK_HOME (the installed pyspark package directory) on the last line of stdout:
 #
-#   export SPARK_LOCALIZER_SPARK_HOME="$(bash scripts/setup/spark.sh | tail -n 1)"
+#   export SPARK_LOCALIZER_TEST_SPARK_HOME="$(bash scripts/setup/spark.sh | tail -n 1)"
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 

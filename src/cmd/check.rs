@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::cli::{ArgOrigins, FetchArgs};
+use crate::cli::{ArgOrigins, CheckArgs, OutputFormat};
+use crate::cmd::doctor;
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{config_failure, prepare, stopped, NotReady, Prepared};
 use crate::config::table::{self, Setting};
@@ -19,7 +20,19 @@ use crate::source::Sources;
 use crate::util::duration::format_duration;
 
 /// Runs `check` and returns the exit code.
-pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
+pub(crate) async fn run(check: &CheckArgs, origins: &ArgOrigins) -> ExitCode {
+    let args = &check.fetch;
+    let json = check.output == OutputFormat::Json;
+    let printed = Printed { json };
+    // The doctor's image is configuration: checked before any traffic.
+    let image = match doctor::image_dir(args, origins, true) {
+        Ok(image) => image,
+        Err(problem) => {
+            let mut problems = crate::config::Problems::default();
+            problems.push_message(problem);
+            return printed.failed(config_failure(args, &problems, false));
+        }
+    };
     let Prepared {
         settings,
         plan,
@@ -28,12 +41,16 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         unresolved,
     } = match prepare(args, origins, None, true).await {
         Ok(ready) => ready,
-        Err(NotReady::Config(problems)) => return config_failure(args, &problems, false),
-        Err(NotReady::Unresolved(code, message, _)) => return stopped(args, code, &message, false),
+        Err(NotReady::Config(problems)) => {
+            return printed.failed(config_failure(args, &problems, false))
+        }
+        Err(NotReady::Unresolved(code, message, _)) => {
+            return printed.failed(stopped(args, code, &message, false))
+        }
     };
-    out(&describe(&settings, &plan, &sources, origins));
+    printed.text(&describe(&settings, &plan, &sources, origins));
     if let Some(r) = &resolution {
-        out(&describe_packages(r));
+        printed.text(&describe_packages(r));
     }
     // A probe gets a connect and a stall timeout, never more than the deadline.
     let timeout =
@@ -44,30 +61,140 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         .inspect(settings.http.connect_timeout.min(settings.deadline.value))
         .await;
     if !inspected.is_empty() {
-        out(&format!("servers:\n{}\n", inspected.join("\n")));
+        printed.text(&format!("servers:\n{}\n", inspected.join("\n")));
     }
     if let Some(mirror) = sources.mirror() {
-        out(&describe_mirror(mirror, &plan, &sources).await);
+        printed.text(&describe_mirror(mirror, &plan, &sources).await);
     }
-    let (mut text, failed) = probe_all(&plan, &sources, settings.parallelism, timeout).await;
+    let mut probes = probe_all(&plan, &sources, settings.parallelism, timeout).await;
     // References that could not be resolved stand for their layers.
-    for (_, why) in &unresolved {
-        text.push_str(&format!("  FAIL  {why}\n"));
-    }
-    out(&text);
-    let (failed, total) = (
-        failed + unresolved.len(),
-        plan.artifacts.len() + unresolved.len(),
-    );
-    if failed == 0 {
-        out(&format!("\nall {total} probes succeeded\n"));
+    probes.extend(unresolved.iter().map(|(_, why)| Probe::failed(why)));
+    printed.text(&probes_text(&probes));
+    let failed = probes.iter().filter(|p| !p.ok).count();
+    let mut code = if failed == 0 {
+        printed.text(&format!("\nall {} probes succeeded\n", probes.len()));
         ExitCode::Ok
     } else {
-        out(&format!("\n{failed} of {total} probes failed\n"));
+        printed.text(&format!("\n{failed} of {} probes failed\n", probes.len()));
         unresolved
             .iter()
             .map(|(code, _)| *code)
             .fold(ExitCode::Fetch, ExitCode::worst)
+    };
+    let mut diagnosis = None;
+    if let Some(image) = image {
+        let (doctor_code, text, d) = run_doctor(&image, settings, &plan, &sources, failed).await;
+        printed.text(&text);
+        code = code.worst(doctor_code);
+        diagnosis = d;
+    }
+    if json {
+        out(&check_json(code, &probes, diagnosis.as_ref()));
+    }
+    code
+}
+
+/// What `check` prints: text sections, or (with `--output json`) one JSON
+/// document at the end.
+struct Printed {
+    json: bool,
+}
+
+impl Printed {
+    fn text(&self, text: &str) {
+        if !self.json {
+            out(text);
+        }
+    }
+
+    /// A run that stopped before the probes: with `--output json`, a document
+    /// saying so (the reasons are on stderr).
+    fn failed(&self, code: ExitCode) -> ExitCode {
+        if self.json {
+            out(&check_json(code, &[], None));
+        }
+        code
+    }
+}
+
+/// `check --output json`: `ok`, `exit_code`, every probe, the doctor's diagnosis.
+fn check_json(
+    code: ExitCode,
+    probes: &[Probe],
+    doctor: Option<&crate::doctor::Diagnosis>,
+) -> String {
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        version: u32,
+        ok: bool,
+        exit_code: i32,
+        probes: &'a [Probe],
+        doctor: Option<&'a crate::doctor::Diagnosis>,
+    }
+    let doc = Document {
+        version: 1,
+        ok: code == ExitCode::Ok,
+        exit_code: code.code(),
+        probes,
+        doctor,
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("check output serializes");
+    text.push('\n');
+    text
+}
+
+/// The doctor for `check`: the jars an earlier `fetch` left (when its report
+/// covers this plan), else the plan's jars downloaded into a temporary directory
+/// (when every probe succeeded). Returns the exit code, the text and the diagnosis.
+async fn run_doctor(
+    image: &doctor::ImageDir,
+    settings: crate::config::Settings,
+    plan: &Plan,
+    sources: &Sources,
+    failed_probes: usize,
+) -> (ExitCode, String, Option<crate::doctor::Diagnosis>) {
+    let context = doctor::Context::of(&settings);
+    let mut _downloaded = None;
+    let added = match doctor::added_by_earlier_fetch(&settings, plan) {
+        Some(added) => added,
+        None if failed_probes > 0 => {
+            return (
+                ExitCode::Ok,
+                format!(
+                    "\ndoctor: skipped ({failed_probes} probe(s) failed): it needs every jar of the plan\n"
+                ),
+                None,
+            )
+        }
+        None => match doctor::download(settings, sources).await {
+            Ok((added, tmp)) => {
+                _downloaded = Some(tmp);
+                added
+            }
+            Err((code, why)) => {
+                let why = crate::util::redact::scrub(&why);
+                return (
+                    code,
+                    format!("\ndoctor: the jars could not be downloaded: {why}\n"),
+                    None,
+                );
+            }
+        },
+    };
+    match doctor::diagnose(image, context, added).await {
+        Ok(d) => {
+            let code = if d.has_errors() {
+                ExitCode::Doctor
+            } else {
+                ExitCode::Ok
+            };
+            (code, format!("\n{}", d.text()), Some(d))
+        }
+        Err(why) => (
+            ExitCode::Config,
+            format!("\ndoctor: {why} ({})\n", image.named_by),
+            None,
+        ),
     }
 }
 
@@ -401,13 +528,45 @@ fn describe_plan(out: &mut String, plan: &Plan) {
     }
 }
 
-/// Probes every artifact in parallel; returns the printed lines and how many failed.
+/// One probe's result, as `check` prints it.
+#[derive(Debug, serde::Serialize)]
+struct Probe {
+    uri: String,
+    ok: bool,
+    detail: String,
+}
+
+impl Probe {
+    fn failed(why: &str) -> Probe {
+        Probe {
+            uri: String::new(),
+            ok: false,
+            detail: why.to_owned(),
+        }
+    }
+}
+
+/// The probes as text: `ok` or `FAIL`, the URI, what was found.
+fn probes_text(probes: &[Probe]) -> String {
+    let mut out = String::from("probes:\n");
+    for p in probes {
+        let status = if p.ok { "ok  " } else { "FAIL" };
+        if p.uri.is_empty() {
+            let _ = writeln!(out, "  {status}  {}", p.detail);
+        } else {
+            let _ = writeln!(out, "  {status}  {}: {}", p.uri, p.detail);
+        }
+    }
+    out
+}
+
+/// Probes every artifact in parallel, in plan order.
 async fn probe_all(
     plan: &Plan,
     sources: &Sources,
     parallelism: usize,
     limit: Duration,
-) -> (String, usize) {
+) -> Vec<Probe> {
     let results: Vec<(usize, Result<String, String>)> =
         futures_util::stream::iter(plan.artifacts.iter().enumerate())
             .map(|(i, a)| async move {
@@ -437,24 +596,30 @@ async fn probe_all(
             .buffered(parallelism)
             .collect()
             .await;
-    let mut out = String::from("probes:\n");
-    let mut failed = 0;
-    for (i, result) in results {
-        let a = &plan.artifacts[i];
-        match result {
-            Ok(line) => {
-                let _ = writeln!(out, "  ok    {}: {line}", a.display_uri);
+    results
+        .into_iter()
+        .map(|(i, result)| {
+            let a = &plan.artifacts[i];
+            match result {
+                Ok(detail) => Probe {
+                    uri: a.display_uri.clone(),
+                    ok: true,
+                    detail,
+                },
+                Err(why) => {
+                    let why = crate::util::redact::scrub(&why);
+                    // Source errors already start with the URI.
+                    let detail = why
+                        .strip_prefix(&format!("{}: ", a.display_uri))
+                        .unwrap_or(&why)
+                        .to_owned();
+                    Probe {
+                        uri: a.display_uri.clone(),
+                        ok: false,
+                        detail,
+                    }
+                }
             }
-            Err(why) => {
-                failed += 1;
-                let why = crate::util::redact::scrub(&why);
-                // Source errors already start with the URI.
-                let why = why
-                    .strip_prefix(&format!("{}: ", a.display_uri))
-                    .unwrap_or(&why);
-                let _ = writeln!(out, "  FAIL  {}: {why}", a.display_uri);
-            }
-        }
-    }
-    (out, failed)
+        })
+        .collect()
 }

@@ -22,21 +22,25 @@ pub(crate) enum ExitCode {
     LocalIo = 6,
     /// SIGTERM or SIGINT arrived before every artifact was localized.
     Interrupted = 7,
+    /// The classpath doctor found an error (`check`; `fetch --doctor-strict`).
+    Doctor = 8,
 }
 
 impl ExitCode {
     /// How bad a failure is when several artifacts fail differently: the
-    /// process exits with the most severe one (interrupted > deadline > integrity > local I/O > fetch).
+    /// process exits with the most severe one (interrupted > deadline > integrity > local
+    /// I/O > fetch > doctor: a jar that did not arrive outranks a finding about the others).
     pub(crate) fn severity(self) -> u8 {
         match self {
             ExitCode::Ok => 0,
-            ExitCode::Fetch => 1,
-            ExitCode::LocalIo => 2,
-            ExitCode::Integrity => 3,
-            ExitCode::Deadline => 4,
-            ExitCode::Interrupted => 5,
-            ExitCode::Config => 6,
-            ExitCode::Internal => 7,
+            ExitCode::Doctor => 1,
+            ExitCode::Fetch => 2,
+            ExitCode::LocalIo => 3,
+            ExitCode::Integrity => 4,
+            ExitCode::Deadline => 5,
+            ExitCode::Interrupted => 6,
+            ExitCode::Config => 7,
+            ExitCode::Internal => 8,
         }
     }
 

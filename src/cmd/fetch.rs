@@ -523,6 +523,15 @@ fn write_termination(path: Option<&std::path::Path>, text: &str) {
 /// Runs `fetch` and returns the exit code.
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
     let started = Instant::now();
+    // The doctor's image is configuration: checked before any traffic.
+    let image = match super::doctor::image_dir(args, origins, false) {
+        Ok(image) => image,
+        Err(problem) => {
+            let mut problems = Problems::default();
+            problems.push_message(problem);
+            return config_failure(args, &problems, true);
+        }
+    };
     let cancel = stop_on_signals();
     let Prepared {
         settings,
@@ -561,6 +570,20 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         }
         free
     };
+    let diagnosis = match &image {
+        Some(image) if verdict.code == ExitCode::Ok => {
+            doctor(
+                image,
+                &settings,
+                &plan,
+                outcomes,
+                args.doctor_strict,
+                &mut verdict,
+            )
+            .await
+        }
+        _ => None,
+    };
     let classpath_outputs = [&settings.classpath_file, &settings.env_file];
     if verdict.code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
         if let Err(e) = write_classpath(&settings, &plan, outcomes) {
@@ -580,7 +603,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
             &settings,
             &plan,
             outcomes,
-            resolution.as_ref(),
+            (resolution.as_ref(), diagnosis),
             elapsed,
             &mut verdict,
         );
@@ -623,7 +646,10 @@ pub(crate) fn stop_on_signals() -> tokio::sync::watch::Receiver<bool> {
     cancel
 }
 
-fn engine_options(settings: &Settings, cancel: tokio::sync::watch::Receiver<bool>) -> Options {
+pub(crate) fn engine_options(
+    settings: &Settings,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> Options {
     Options {
         cancel,
         parallelism: settings.parallelism,
@@ -688,6 +714,17 @@ impl Verdict {
         }
     }
 
+    /// `--doctor-strict` and the doctor found errors: exit 8, each error a failure.
+    fn doctor_failed(&mut self, errors: Vec<String>) {
+        self.headline = format!(
+            "the classpath doctor found {} error{} (--doctor-strict)",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        );
+        self.failures.extend(errors);
+        self.code = self.code.worst(ExitCode::Doctor);
+    }
+
     /// An output could not be written: a local I/O failure; `headline` replaces
     /// the headline when every artifact was localized.
     fn output_failed(&mut self, message: String, headline: &str) {
@@ -700,11 +737,48 @@ impl Verdict {
     }
 }
 
+/// The classpath doctor after a run that localized everything: its findings
+/// logged; under `--doctor-strict`, an error fails the run (exit 8, no
+/// classpath written). A doctor that cannot run is a warning, never a failure.
+async fn doctor(
+    image: &super::doctor::ImageDir,
+    settings: &Settings,
+    plan: &Plan,
+    outcomes: &[Outcome],
+    strict: bool,
+    verdict: &mut Verdict,
+) -> Option<crate::doctor::Diagnosis> {
+    let added = super::doctor::added_by_run(settings, plan, outcomes);
+    let context = super::doctor::Context::of(settings);
+    match super::doctor::diagnose(image, context, added).await {
+        Ok(d) => {
+            super::doctor::log(&d, strict);
+            if strict && d.has_errors() {
+                let errors: Vec<String> = d
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity == crate::doctor::Severity::Error)
+                    .map(|f| format!("doctor {}: {}", f.id, f.message))
+                    .collect();
+                verdict.doctor_failed(errors);
+            }
+            Some(d)
+        }
+        Err(why) => {
+            warn!("classpath doctor skipped: {why} ({})", image.named_by);
+            None
+        }
+    }
+}
+
 fn write_report(
     settings: &Settings,
     plan: &Plan,
     outcomes: &[Outcome],
-    resolution: Option<&crate::maven::Resolution>,
+    (resolution, diagnosis): (
+        Option<&crate::maven::Resolution>,
+        Option<crate::doctor::Diagnosis>,
+    ),
     elapsed: std::time::Duration,
     verdict: &mut Verdict,
 ) {
@@ -715,6 +789,7 @@ fn write_report(
         elapsed.as_millis() as u64,
     );
     report.packages = resolution.map(output::PackagesReport::new);
+    report.doctor = diagnosis;
     let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
     if let Err(e) = layout::write_atomic(&settings.report, &report_json, settings.fsync) {
         verdict.output_failed(
@@ -728,20 +803,7 @@ fn write_report(
 }
 
 fn write_classpath(settings: &Settings, plan: &Plan, outcomes: &[Outcome]) -> std::io::Result<()> {
-    // Jars in declared order (local:// ones at their path in the image); with
-    // --archive-classpath, an archive's top-level jars at the archive's place; a
-    // staging jars bundle's jars in the bundle's order, at the bundle's place.
-    let entries: Vec<std::path::PathBuf> = plan
-        .artifacts
-        .iter()
-        .zip(outcomes)
-        .flat_map(|(a, o)| match (&a.kind, &a.unpack) {
-            (plan::Kind::Jar, Some(unpack)) if unpack.flat => o.content_jars.clone(),
-            (plan::Kind::Jar, _) => vec![a.target.path().to_owned()],
-            (plan::Kind::Archive, Some(_)) if settings.archive_classpath => o.content_jars.clone(),
-            _ => Vec::new(),
-        })
-        .collect();
+    let entries = super::doctor::classpath_entries(settings, plan, outcomes);
     layout::write_atomic(
         &settings.classpath_file,
         output::classpath_text(&entries).as_bytes(),

@@ -11,6 +11,7 @@ use self::exit::ExitCode;
 
 pub(crate) mod check;
 mod deadline;
+mod doctor;
 pub(crate) mod exit;
 pub(crate) mod fetch;
 pub(crate) mod logging;

@@ -19,6 +19,7 @@ use crate::util::duration::format_duration;
 
 pub(crate) use self::options::Options;
 pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Mirrored, Outcome, Status};
+pub(crate) use self::unpack::top_level_jars;
 
 mod archives;
 mod budget;

@@ -90,14 +90,14 @@ fn spark_resolves(
 }
 
 fn spark_home() -> Option<PathBuf> {
-    match std::env::var("SPARK_LOCALIZER_SPARK_HOME") {
+    match std::env::var("SPARK_LOCALIZER_TEST_SPARK_HOME") {
         Ok(home) if !home.is_empty() => Some(PathBuf::from(home)),
         _ => {
             assert!(
                 !ci(),
-                "SPARK_LOCALIZER_SPARK_HOME is not set (`bash scripts/setup/spark.sh`)"
+                "SPARK_LOCALIZER_TEST_SPARK_HOME is not set (`bash scripts/setup/spark.sh`)"
             );
-            eprintln!("SKIP: SPARK_LOCALIZER_SPARK_HOME is not set");
+            eprintln!("SKIP: SPARK_LOCALIZER_TEST_SPARK_HOME is not set");
             None
         }
     }

@@ -21,7 +21,7 @@
 //! 4. A control run of the same Spark step without the init container's output fails with
 //!    `ClassNotFoundException: example.LocalizedShuffleManager`.
 //!
-//! Needs `SPARK_LOCALIZER_SPARK_HOME` (`bash scripts/setup/spark.sh`, last line), the image
+//! Needs `SPARK_LOCALIZER_TEST_SPARK_HOME` (`bash scripts/setup/spark.sh`, last line), the image
 //! (`SPARK_LOCALIZER_IMAGE`, e.g. `localhost/spark-localizer:test` from
 //! `images/build-image.sh static test`; without it the image is built as tests/it/image.rs
 //! does, from `SPARK_LOCALIZER_STATIC_BIN`), podman, nginx, a JDK, a Python with PyYAML
@@ -75,11 +75,11 @@ fn env_path(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// `SPARK_LOCALIZER_SPARK_HOME`, checked to hold Spark's jars.
+/// `SPARK_LOCALIZER_TEST_SPARK_HOME`, checked to hold Spark's jars.
 fn spark_home() -> Option<PathBuf> {
-    let Some(home) = env_path("SPARK_LOCALIZER_SPARK_HOME") else {
+    let Some(home) = env_path("SPARK_LOCALIZER_TEST_SPARK_HOME") else {
         return skip(
-            "SPARK_LOCALIZER_SPARK_HOME is not set (`bash scripts/setup/spark.sh` installs \
+            "SPARK_LOCALIZER_TEST_SPARK_HOME is not set (`bash scripts/setup/spark.sh` installs \
              pyspark and prints it on its last line)",
         );
     };
@@ -91,7 +91,7 @@ fn spark_home() -> Option<PathBuf> {
         .any(|e| e.file_name().to_string_lossy().starts_with("spark-core_"));
     assert!(
         core,
-        "SPARK_LOCALIZER_SPARK_HOME={} has no jars/spark-core_*.jar",
+        "SPARK_LOCALIZER_TEST_SPARK_HOME={} has no jars/spark-core_*.jar",
         home.display()
     );
     Some(home)

@@ -394,6 +394,7 @@ impl<'a> Run<'a> {
                 || name == "RUST_LOG"
                 || name == "SSL_CERT_FILE"
                 || name == "DOCKER_CONFIG"
+                || name == "SPARK_HOME"
             {
                 cmd.env_remove(&name);
             }
