@@ -10,7 +10,9 @@ use futures_util::StreamExt;
 use crate::cli::{ArgOrigins, CheckArgs, OutputFormat};
 use crate::cmd::doctor;
 use crate::cmd::exit::ExitCode;
-use crate::cmd::fetch::{config_failure, prepare, stopped, NotReady, Prepared};
+use crate::cmd::fetch::{
+    config_failure, engine_options, prepare, stop_on_signals, stopped, NotReady, Prepared,
+};
 use crate::config::table::{self, Setting};
 use crate::config::Settings;
 use crate::env_vars as env;
@@ -166,7 +168,15 @@ async fn run_doctor(
                 None,
             )
         }
-        None => match doctor::download(settings, sources).await {
+        None => match doctor::download(
+            {
+                let options = engine_options(&settings, stop_on_signals());
+                (settings, options)
+            },
+            sources,
+        )
+        .await
+        {
             Ok((added, tmp)) => {
                 _downloaded = Some(tmp);
                 added

@@ -295,7 +295,7 @@ pub(crate) fn added_by_earlier_fetch(settings: &Settings, plan: &Plan) -> Option
 /// limits as `fetch`; nothing is written in the output directories. Returns the
 /// added jars and the temporary directory (removed when dropped), or why not.
 pub(crate) async fn download(
-    mut settings: Settings,
+    (mut settings, options): (Settings, engine::Options),
     sources: &Sources,
 ) -> Result<(Vec<AddedPath>, tempfile::TempDir), (crate::cmd::exit::ExitCode, String)> {
     use crate::cmd::exit::ExitCode;
@@ -316,8 +316,6 @@ pub(crate) async fn download(
         plan.artifacts.len(),
         tmp.path().display()
     );
-    let options =
-        crate::cmd::fetch::engine_options(&settings, crate::cmd::fetch::stop_on_signals());
     let run = engine::run(
         &plan,
         sources,

@@ -152,7 +152,7 @@ pub(crate) fn diagnose(input: Input<'_>) -> Diagnosis {
         &input.uninspected,
     ));
     // Most severe first; within a severity, in the order found.
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     Diagnosis {
         image: ImageSummary {
             dir: image.dir.clone(),

@@ -142,7 +142,7 @@ fn after_spark(text: &str) -> Option<Line> {
         let rest = rest
             .strip_prefix(['-', '_'])
             .unwrap_or(rest)
-            .trim_start_matches(|c| c == '-');
+            .trim_start_matches('-');
         line_at(rest)
     })
 }
