@@ -55,6 +55,12 @@ pub(crate) fn image_dir(
             }
             (jars, format!("{} (SPARK_HOME)", env::SPARK_HOME_DEFAULT))
         }
+        (None, None) if args.doctor_strict => {
+            return Err(format!(
+                "invalid {}: the classpath doctor needs the image's jars: add --doctor-jars DIR (or --spark-home DIR)",
+                named("doctor_strict", env::DOCTOR_STRICT)
+            ))
+        }
         (None, None) => return Ok(None),
     };
     let jar_count = std::fs::read_dir(&jars).map(|entries| {
@@ -116,7 +122,7 @@ fn from_properties(settings: &Settings) -> (Vec<(String, String)>, Vec<String>) 
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
-            .filter(|u| !u.is_empty())
+            .filter(|u| !u.is_empty() && !settings.jars.iter().any(|d| d.uri == *u))
             .map(crate::util::redact::redact_url)
             .collect()
     };
