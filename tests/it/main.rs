@@ -9,6 +9,7 @@ mod support;
 
 mod archives;
 mod check;
+mod doctor;
 mod edges;
 mod globs;
 mod hdfs;

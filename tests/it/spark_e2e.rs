@@ -8,7 +8,9 @@
 //! 2. The template's init container runs in the real image with podman, with its args, env,
 //!    securityContext (user, read-only root, dropped capabilities, no privilege
 //!    escalation) and a host directory behind each volumeMount; only the jar list
-//!    (`SPARK_LOCALIZER_JARS`) is pointed at nginx and the image at the one under test.
+//!    (`SPARK_LOCALIZER_JARS`) is pointed at nginx and the image at the one under test. The
+//!    classpath doctor is added (`--doctor-jars` on Spark's jars, mounted read-only, and
+//!    `--doctor-strict`): the template's run stays clean, no error in the report's `doctor`.
 //! 3. The template's Spark container `command` (source `spark-classpath.env`, exec the
 //!    entrypoint) runs verbatim with Spark's args, in a private mount namespace where the
 //!    emptyDir is bind-mounted at the container's own mountPath — see [`MountNamespace`] —
@@ -42,6 +44,8 @@ use crate::support::{is_root, sha256_hex};
 const TEMPLATE: &str = "pod-templates/http-maven/executor.yaml";
 /// Spark's container in the template (`spark.kubernetes.executor.podTemplateContainerName`).
 const SPARK_CONTAINER: &str = "spark-kubernetes-executor";
+/// Where the init container sees Spark's jars (mounted read-only) for the classpath doctor.
+const DOCTOR_JARS: &str = "/opt/spark/jars";
 /// Where the jar sits in the Maven-layout repository nginx serves.
 const MAVEN_PATH: &str =
     "maven2/org/example/spark/localized-shuffle-manager/1.0.0/localized-shuffle-manager-1.0.0.jar";
@@ -628,7 +632,16 @@ fn a_pod_template_localizes_a_shuffle_manager_that_a_real_spark_job_uses() {
     for (name, value) in &env {
         podman_run.arg("-e").arg(format!("{name}={value}"));
     }
-    podman_run.arg(&image).args(&args);
+    // The classpath doctor against the Spark the job runs on, strict: the template's run
+    // must be clean (an error would fail the init container with exit 8).
+    podman_run.arg("-v").arg(format!(
+        "{}:{DOCTOR_JARS}:ro",
+        spark_home.join("jars").display()
+    ));
+    podman_run
+        .arg(&image)
+        .args(&args)
+        .args(["--doctor-jars", DOCTOR_JARS, "--doctor-strict"]);
     eprintln!("init container: {podman_run:?}");
     let ran = run(
         &mut podman_run,
@@ -652,6 +665,24 @@ fn a_pod_template_localizes_a_shuffle_manager_that_a_real_spark_job_uses() {
     assert_eq!(
         std::fs::read_to_string(jars_dir.join("classpath")).unwrap(),
         format!("{in_pod}\n")
+    );
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(jars_dir.join("spark-localizer-report.json")).unwrap(),
+    )
+    .unwrap();
+    let doctor = &report["doctor"];
+    assert_eq!(doctor["image"]["dir"], DOCTOR_JARS, "{report:#}");
+    assert_eq!(doctor["image"]["spark"], "3.5.3", "{report:#}");
+    assert_eq!(doctor["added"][0]["path"], in_pod, "{report:#}");
+    let errors: Vec<&Value> = doctor["findings"]
+        .as_array()
+        .expect("doctor.findings")
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the classpath doctor found errors: {errors:#?}"
     );
     let env_file = std::fs::read_to_string(jars_dir.join("spark-classpath.env")).unwrap();
     assert!(
