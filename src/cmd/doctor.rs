@@ -38,22 +38,23 @@ pub(crate) fn image_dir(
                 named("spark_jars", env::SPARK_JARS)
             ))
         }
-        (Some(dir), None) => (dir.clone(), named("spark_jars", env::SPARK_JARS)),
+        (Some(dir), None) => (dir.clone(), spark_jars_named(named("spark_jars", env::SPARK_JARS))),
         (None, Some(home)) => (home.join("jars"), named("spark_home", env::SPARK_HOME)),
         (None, None) if check => {
             let Some(home) = std::env::var_os(env::SPARK_HOME_DEFAULT).filter(|h| !h.is_empty())
             else {
                 return Ok(None);
             };
+            // A default is not fatal: without jars there, the doctor is skipped.
             let jars = PathBuf::from(home).join("jars");
-            if !jars.is_dir() {
+            if count_jars(&jars).unwrap_or(0) == 0 {
                 warn!(
-                    "SPARK_HOME has no jars/ directory ({}): the classpath doctor is skipped; give --spark-home",
+                    "SPARK_HOME has no jars ({}): the classpath doctor is skipped; give --spark-home",
                     jars.display()
                 );
                 return Ok(None);
             }
-            (jars, format!("{} (SPARK_HOME)", env::SPARK_HOME_DEFAULT))
+            (jars, env::SPARK_HOME_DEFAULT.to_owned())
         }
         (None, None) if args.doctor_strict => {
             return Err(format!(
@@ -63,18 +64,7 @@ pub(crate) fn image_dir(
         }
         (None, None) => return Ok(None),
     };
-    let jar_count = std::fs::read_dir(&jars).map(|entries| {
-        entries
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .to_ascii_lowercase()
-                    .ends_with(".jar")
-            })
-            .count()
-    });
-    match jar_count {
+    match count_jars(&jars) {
         Err(e) => Err(format!(
             "invalid {named_by}: cannot read {}: {e}; point it at the image's Spark (SPARK_HOME holds jars/)",
             jars.display()
@@ -84,6 +74,27 @@ pub(crate) fn image_dir(
             jars.display()
         )),
         Ok(_) => Ok(Some(ImageDir { jars, named_by })),
+    }
+}
+
+/// How many `*.jar` entries `dir` holds.
+fn count_jars(dir: &Path) -> std::io::Result<usize> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| is_jar(&e.file_name().to_string_lossy()))
+        .count())
+}
+
+/// `--spark-jars` as the user spelled it: `--doctor-jars` is its alias.
+fn spark_jars_named(named: String) -> String {
+    let alias = std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--doctor-jars" || a.starts_with("--doctor-jars=")
+    });
+    if alias && named == "--spark-jars" {
+        "--doctor-jars".to_owned()
+    } else {
+        named
     }
 }
 
@@ -311,17 +322,24 @@ pub(crate) async fn download(
         .map_err(|e| (ExitCode::LocalIo, format!("cannot create a temporary directory for the doctor's downloads: {e}; set TMPDIR")))?;
     retarget(&mut settings, tmp.path());
     let mut plan = plan::build(&settings).map_err(|e| (ExitCode::Config, e.problems.join("; ")))?;
+    // Jars, jars given as files, and archives (their jars are on the classpath
+    // with --archive-classpath, on none without: either way a finding).
     let jars_only = |a: &plan::Artifact| match a.kind {
-        Kind::Jar => true,
+        Kind::Jar | Kind::Archive => true,
         Kind::File => a.unpack.is_none() && is_jar(&a.name),
-        Kind::Archive => settings.archive_classpath,
     };
     plan.artifacts.retain(jars_only);
-    info!(
-        "classpath doctor: downloading {} jar(s) into {} (removed afterwards)",
-        plan.artifacts.len(),
-        tmp.path().display()
-    );
+    let fetched = plan
+        .artifacts
+        .iter()
+        .filter(|a| matches!(a.target, plan::Target::Fetch { .. }))
+        .count();
+    if fetched > 0 {
+        info!(
+            "classpath doctor: downloading {fetched} artifact(s) into {} (removed afterwards)",
+            tmp.path().display()
+        );
+    }
     let run = engine::run(
         &plan,
         sources,
