@@ -8,41 +8,38 @@ use super::{image_jar, Added, Finding, Image, Severity};
 /// `image-versions` (note), `image-unknown` and `unreadable-image-jar` (warnings).
 pub(super) fn image_versions(image: &Image) -> Vec<Finding> {
     let v = &image.versions;
-    let mut out = vec![Finding {
-        id: "image-versions",
-        severity: Severity::Note,
-        jars: Vec::new(),
-        message: format!(
+    let mut out = vec![Finding::new(
+        "image-versions",
+        Severity::Note,
+        Vec::new(),
+        format!(
             "the image ({}, {} jars) runs {}",
             image.dir.display(),
             image.jars.len(),
             v.shown()
         ),
-        advice: "added jars are checked against these versions".to_owned(),
-        classes: Vec::new(),
-    }];
+        "added jars are checked against these versions",
+    )];
     if v.spark.is_none() || v.scala.is_none() {
-        out.push(Finding {
-            id: "image-unknown",
-            severity: Severity::Warning,
-            jars: Vec::new(),
-            message: format!(
+        out.push(Finding::new(
+            "image-unknown",
+            Severity::Warning,
+            Vec::new(),
+            format!(
                 "no spark-core_<scala> jar in {}: the Spark and Scala versions are unknown, so the Scala, Spark-line and Spark-module checks are skipped",
                 image.dir.display()
             ),
-            advice: "point --spark-home at the image's SPARK_HOME (or --spark-jars at its jars directory)".to_owned(),
-            classes: Vec::new(),
-        });
+            "point --spark-home at the image's SPARK_HOME (or --spark-jars at its jars directory)",
+        ));
     }
     for (name, why) in &image.unreadable {
-        out.push(Finding {
-            id: "unreadable-jar",
-            severity: Severity::Warning,
-            jars: vec![image_jar(name)],
-            message: format!("the image's {name} cannot be read as a jar: {why}"),
-            advice: "the image's own jars are not this run's to fix; its classes are left out of the checks".to_owned(),
-            classes: Vec::new(),
-        });
+        out.push(Finding::new(
+            "unreadable-jar",
+            Severity::Warning,
+            vec![image_jar(name)],
+            format!("the image's {name} cannot be read as a jar: {why}"),
+            "the image's own jars are not this run's to fix; its classes are left out of the checks",
+        ));
     }
     out
 }
@@ -71,20 +68,19 @@ fn scala(image: &Image, jar: &Jar) -> Option<Finding> {
         .chain(jar.embedded.iter().filter_map(|c| c.scala()))
         .find(|s| *s != want)?;
     let fixed = jar.name.replace(&format!("_{said}"), &format!("_{want}"));
-    Some(Finding {
-        id: "scala-suffix",
-        severity: Severity::Error,
-        jars: vec![jar.name.clone()],
-        message: format!(
+    Some(Finding::new(
+        "scala-suffix",
+        Severity::Error,
+        vec![jar.name.clone()],
+        format!(
             "{} ({}) is built for Scala {said}; this Spark runs Scala {want}",
             jar.name,
             jar.coords.shown()
         ),
-        advice: format!(
+        format!(
             "use the _{want} build ({fixed}); a Scala {said} jar fails at run time with NoSuchMethodError or NoClassDefFoundError (scala.collection…)"
         ),
-        classes: Vec::new(),
-    })
+    ))
 }
 
 /// `spark-line`: a third-party jar for another Spark line (`iceberg-spark-runtime-3.4`
@@ -96,21 +92,20 @@ fn spark_line(image: &Image, jar: &Jar) -> Option<Finding> {
     if line.admits(major, minor) {
         return None;
     }
-    Some(Finding {
-        id: "spark-line",
-        severity: Severity::Error,
-        jars: vec![jar.name.clone()],
-        message: format!(
+    Some(Finding::new(
+        "spark-line",
+        Severity::Error,
+        vec![jar.name.clone()],
+        format!(
             "{} ({}) is built for Spark {line}; the image runs Spark {}",
             jar.name,
             jar.coords.shown(),
             image.versions.spark.as_deref().unwrap_or_default()
         ),
-        advice: format!(
+        format!(
             "use the artifact for Spark {major}.{minor}; Spark's internal APIs change between lines (AbstractMethodError, NoSuchMethodError at run time)"
         ),
-        classes: Vec::new(),
-    })
+    ))
 }
 
 /// `spark-module-version`: one of Spark's own modules (`org.apache.spark:spark-avro_2.12`)
@@ -131,20 +126,19 @@ fn spark_module(image: &Image, jar: &Jar) -> Option<Finding> {
     } else {
         Severity::Error
     };
-    Some(Finding {
-        id: "spark-module-version",
+    Some(Finding::new(
+        "spark-module-version",
         severity,
-        jars: vec![jar.name.clone()],
-        message: format!(
+        vec![jar.name.clone()],
+        format!(
             "{} is Spark's {} {version}; the image runs Spark {spark}",
             jar.name, c.artifact
         ),
-        advice: format!(
+        format!(
             "use {}:{}:{spark}, the image's version",
             "org.apache.spark", c.artifact
         ),
-        classes: Vec::new(),
-    })
+    ))
 }
 
 /// Hadoop's modules that must be of the image's Hadoop version when named by file
@@ -178,20 +172,19 @@ fn hadoop(image: &Image, jar: &Jar) -> Option<Finding> {
         if version == hadoop {
             return None;
         }
-        return Some(Finding {
-            id: "hadoop-version",
-            severity: Severity::Error,
-            jars: vec![jar.name.clone()],
-            message: format!(
+        return Some(Finding::new(
+            "hadoop-version",
+            Severity::Error,
+            vec![jar.name.clone()],
+            format!(
                 "{} is {} {version}; the image's Hadoop (hadoop-client) is {hadoop}",
                 jar.name, c.artifact
             ),
-            advice: format!(
+            format!(
                 "use {}:{hadoop}: Hadoop's modules must all be of one version (mixing them fails with NoSuchMethodError or ClassNotFoundException in org.apache.hadoop)",
                 c.artifact
             ),
-            classes: Vec::new(),
-        });
+        ));
     }
     // gcs-connector-hadoop2-* / -hadoop3-* (up to 2.2.x) name the Hadoop major;
     // from 3.0 (gcs-connector-3.x.y) the connector is for Hadoop 3 only.
@@ -201,22 +194,23 @@ fn hadoop(image: &Image, jar: &Jar) -> Option<Finding> {
         None if c.artifact == "gcs-connector" && major_minor(version)?.0 >= 3 => 3,
         None => return None,
     };
-    (major != image_major).then(|| Finding {
-        id: "hadoop-version",
-        severity: Severity::Error,
-        jars: vec![jar.name.clone()],
-        message: format!(
-            "{} is the GCS connector for Hadoop {major}; the image's Hadoop is {hadoop}",
-            jar.name
-        ),
-        advice: if image_major == 2 {
-            "use gcs-connector-hadoop2-2.2.x (the shaded jar)".to_owned()
-        } else {
+    (major != image_major).then(|| {
+        Finding::new(
+            "hadoop-version",
+            Severity::Error,
+            vec![jar.name.clone()],
             format!(
+                "{} is the GCS connector for Hadoop {major}; the image's Hadoop is {hadoop}",
+                jar.name
+            ),
+            if image_major == 2 {
+                "use gcs-connector-hadoop2-2.2.x (the shaded jar)".to_owned()
+            } else {
+                format!(
                 "use gcs-connector-hadoop{image_major}-2.2.x or gcs-connector 3.x (the shaded jar)"
             )
-        },
-        classes: Vec::new(),
+            },
+        )
     })
 }
 
@@ -302,11 +296,11 @@ fn aws_sdk(image: &Image, added: &[Added]) -> Vec<Finding> {
             .as_deref()
             .map_or(String::new(), |v| format!(" {v}"));
         match holder {
-            None if *aws_added => out.push(Finding {
-                id: "aws-sdk-missing",
-                severity: Severity::Error,
-                jars: vec![shown(aws, *aws_added)],
-                message: format!(
+            None if *aws_added => out.push(Finding::new(
+                "aws-sdk-missing",
+                Severity::Error,
+                vec![shown(aws, *aws_added)],
+                format!(
                     "{} ({version}) needs the AWS SDK {} ({}:{}{wanted}); no jar holds {}",
                     aws.name,
                     sdk.name,
@@ -314,30 +308,28 @@ fn aws_sdk(image: &Image, added: &[Added]) -> Vec<Finding> {
                     sdk.artifact,
                     sdk.probe.replace('/', ".")
                 ),
-                advice: format!(
+                format!(
                     "add {}:{}{wanted} to --jars (or --packages): s3a:// fails with NoClassDefFoundError without it",
                     sdk.group, sdk.artifact
                 ),
-                classes: vec![sdk.probe.replace('/', ".")],
-            }),
+            ).with_classes(vec![sdk.probe.replace('/', ".")])),
             Some((holder, holder_added)) if *aws_added || *holder_added => {
                 let have = holder.coords.version.as_deref();
                 if let (Some(want), Some(have)) = (expected.as_deref(), have) {
                     if want != have && holder.coords.artifact == sdk.artifact {
-                        out.push(Finding {
-                            id: "aws-sdk-version",
-                            severity: Severity::Warning,
-                            jars: vec![shown(aws, *aws_added), shown(holder, *holder_added)],
-                            message: format!(
+                        out.push(Finding::new(
+                            "aws-sdk-version",
+                            Severity::Warning,
+                            vec![shown(aws, *aws_added), shown(holder, *holder_added)],
+                            format!(
                                 "{} ({version}) is built against the AWS SDK {want}; {} is {have}",
                                 aws.name, holder.name
                             ),
-                            advice: format!(
+                            format!(
                                 "use {}:{}:{want}, the version hadoop-aws {version} is tested with",
                                 sdk.group, sdk.artifact
                             ),
-                            classes: Vec::new(),
-                        });
+                        ));
                     }
                 }
             }

@@ -66,23 +66,22 @@ pub(super) fn duplicates(image: &Image, added: &[Added]) -> Vec<Finding> {
             } else {
                 String::new()
             };
-            Finding {
-                id: "duplicate-classes",
-                severity: Severity::Warning,
-                jars: vec![ours.name.clone(), shown.clone()],
-                message: format!(
+            Finding::new(
+                "duplicate-classes",
+                Severity::Warning,
+                vec![ours.name.clone(), shown.clone()],
+                format!(
                     "{} and {whose} {} hold {} class{} with different bytes{versions}",
                     ours.name,
                     theirs.name,
                     names.len(),
                     if names.len() == 1 { "" } else { "es" }
                 ),
-                advice: format!(
+                format!(
                     "{} comes first on the classpath and wins; if it replaces {shown}, remove that one (or use a shaded build); two versions of one class fail with NoSuchMethodError or LinkageError",
                     ours.name
                 ),
-                classes: names.iter().take(SHOWN).map(|n| dotted(n)).collect(),
-            }
+            ).with_classes(names.iter().take(SHOWN).map(|n| dotted(n)).collect())
         })
         .collect()
 }
@@ -171,18 +170,17 @@ pub(super) fn named(
                 continue;
             }
             if !found.off_classpath.is_empty() {
-                out.push(Finding {
-                    id: "class-not-on-classpath",
-                    severity: Severity::Error,
-                    jars: found.off_classpath.clone(),
-                    message: format!(
+                out.push(Finding::new(
+                    "class-not-on-classpath",
+                    Severity::Error,
+                    found.off_classpath.clone(),
+                    format!(
                         "{key} names {class}, which only {} holds{}: localized, but on no classpath",
                         found.off_classpath.join(", "),
                         if found.off_classpath.len() == 1 { "" } else { " (each)" }
                     ),
-                    advice: "declare the jar with --jars (spark.jars) so it goes into the classpath fragment, not with --files or inside an archive".to_owned(),
-                    classes: vec![class],
-                });
+                    "declare the jar with --jars (spark.jars) so it goes into the classpath fragment, not with --files or inside an archive",
+                ).with_classes(vec![class]));
                 continue;
             }
             let early = line.and_then(|l| needed_at_start(key, l));

@@ -41,6 +41,32 @@ pub(crate) struct Finding {
     pub classes: Vec<String>,
 }
 
+impl Finding {
+    /// A finding without classes.
+    pub(crate) fn new(
+        id: &'static str,
+        severity: Severity,
+        jars: Vec<String>,
+        message: String,
+        advice: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            id,
+            severity,
+            jars,
+            message,
+            advice: advice.into(),
+            classes: Vec::new(),
+        }
+    }
+
+    /// The classes involved.
+    pub(crate) fn with_classes(mut self, classes: Vec<String>) -> Finding {
+        self.classes = classes;
+        self
+    }
+}
+
 /// How an added jar reaches the JVM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -132,14 +158,13 @@ pub(crate) fn diagnose(input: Input<'_>) -> Diagnosis {
     for a in &input.added {
         match Jar::read(&a.path) {
             Ok(jar) => added.push(Added { jar, reach: a.reach }),
-            Err(why) => findings.push(Finding {
-                id: "unreadable-jar",
-                severity: Severity::Error,
-                jars: vec![a.path.display().to_string()],
-                message: format!("{} cannot be read as a jar: {why}", a.path.display()),
-                advice: "the JVM cannot load classes from it either: check what the URI serves (an HTML error page, a truncated upload)".to_owned(),
-                classes: Vec::new(),
-            }),
+            Err(why) => findings.push(Finding::new(
+                "unreadable-jar",
+                Severity::Error,
+                vec![a.path.display().to_string()],
+                format!("{} cannot be read as a jar: {why}", a.path.display()),
+                "the JVM cannot load classes from it either: check what the URI serves (an HTML error page, a truncated upload)",
+            )),
         }
     }
     findings.extend(checks::image_versions(image));
