@@ -85,10 +85,10 @@ pub(crate) async fn run(check: &CheckArgs, origins: &ArgOrigins) -> ExitCode {
     };
     let mut diagnosis = None;
     if let Some(image) = image {
-        let (doctor_code, text, d) = run_doctor(&image, settings, &plan, &sources, failed).await;
-        printed.text(&text);
-        code = code.worst(doctor_code);
-        diagnosis = d;
+        let run = run_doctor(&image, settings, &plan, &sources, failed).await;
+        printed.text(&run.text);
+        code = code.worst(run.code);
+        diagnosis = Some(run);
     }
     if json {
         out(&check_json(code, &probes, diagnosis.as_ref()));
@@ -119,12 +119,9 @@ impl Printed {
     }
 }
 
-/// `check --output json`: `ok`, `exit_code`, every probe, the doctor's diagnosis.
-fn check_json(
-    code: ExitCode,
-    probes: &[Probe],
-    doctor: Option<&crate::doctor::Diagnosis>,
-) -> String {
+/// `check --output json`: `ok`, `exit_code`, every probe, the doctor's diagnosis
+/// (or why it could not run).
+fn check_json(code: ExitCode, probes: &[Probe], doctor: Option<&DoctorRun>) -> String {
     #[derive(serde::Serialize)]
     struct Document<'a> {
         version: u32,
@@ -132,79 +129,93 @@ fn check_json(
         exit_code: i32,
         probes: &'a [Probe],
         doctor: Option<&'a crate::doctor::Diagnosis>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        doctor_error: Option<&'a str>,
     }
     let doc = Document {
         version: 1,
         ok: code == ExitCode::Ok,
         exit_code: code.code(),
         probes,
-        doctor,
+        doctor: doctor.and_then(|d| d.diagnosis.as_ref()),
+        doctor_error: doctor.and_then(|d| d.error.as_deref()),
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("check output serializes");
     text.push('\n');
     text
 }
 
+/// What the doctor did for `check`: the exit code it means, its text, the
+/// diagnosis, or why it could not run.
+struct DoctorRun {
+    code: ExitCode,
+    text: String,
+    diagnosis: Option<crate::doctor::Diagnosis>,
+    error: Option<String>,
+}
+
+impl DoctorRun {
+    fn not_run(code: ExitCode, why: String) -> DoctorRun {
+        DoctorRun {
+            code,
+            text: format!("\ndoctor: {why}\n"),
+            diagnosis: None,
+            error: Some(why),
+        }
+    }
+}
+
 /// The doctor for `check`: the jars an earlier `fetch` left (when its report
 /// covers this plan), else the plan's jars downloaded into a temporary directory
-/// (when every probe succeeded). Returns the exit code, the text and the diagnosis.
+/// (when every probe succeeded).
 async fn run_doctor(
     image: &doctor::ImageDir,
     settings: crate::config::Settings,
     plan: &Plan,
     sources: &Sources,
     failed_probes: usize,
-) -> (ExitCode, String, Option<crate::doctor::Diagnosis>) {
+) -> DoctorRun {
     let context = doctor::Context::of(&settings);
     let mut _downloaded = None;
     let added = match doctor::added_by_earlier_fetch(&settings, plan) {
         Some(added) => added,
         None if failed_probes > 0 => {
-            return (
+            return DoctorRun::not_run(
                 ExitCode::Ok,
                 format!(
-                    "\ndoctor: skipped ({failed_probes} probe(s) failed): it needs every jar of the plan\n"
+                    "skipped ({failed_probes} probe(s) failed): it needs every jar of the plan"
                 ),
-                None,
             )
         }
-        None => match doctor::download(
-            {
-                let options = engine_options(&settings, stop_on_signals());
-                (settings, options)
-            },
-            sources,
-        )
-        .await
-        {
-            Ok((added, tmp)) => {
-                _downloaded = Some(tmp);
-                added
+        None => {
+            let options = engine_options(&settings, stop_on_signals());
+            match doctor::download((settings, options), sources).await {
+                Ok((added, tmp)) => {
+                    _downloaded = Some(tmp);
+                    added
+                }
+                Err((code, why)) => {
+                    let why = crate::util::redact::scrub(&why);
+                    return DoctorRun::not_run(
+                        code,
+                        format!("the jars could not be downloaded: {why}"),
+                    );
+                }
             }
-            Err((code, why)) => {
-                let why = crate::util::redact::scrub(&why);
-                return (
-                    code,
-                    format!("\ndoctor: the jars could not be downloaded: {why}\n"),
-                    None,
-                );
-            }
-        },
+        }
     };
     match doctor::diagnose(image, context, added).await {
-        Ok(d) => {
-            let code = if d.has_errors() {
+        Ok(d) => DoctorRun {
+            code: if d.has_errors() {
                 ExitCode::Doctor
             } else {
                 ExitCode::Ok
-            };
-            (code, format!("\n{}", d.text()), Some(d))
-        }
-        Err(why) => (
-            ExitCode::Config,
-            format!("\ndoctor: {why} ({})\n", image.named_by),
-            None,
-        ),
+            },
+            text: format!("\n{}", d.text()),
+            diagnosis: Some(d),
+            error: None,
+        },
+        Err(why) => DoctorRun::not_run(ExitCode::Config, format!("{why} ({})", image.named_by)),
     }
 }
 

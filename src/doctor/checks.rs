@@ -20,13 +20,18 @@ pub(super) fn image_versions(image: &Image) -> Vec<Finding> {
         ),
         "added jars are checked against these versions",
     )];
-    if v.spark.is_none() || v.scala.is_none() {
+    if v.spark.is_none() {
+        let skipped = if v.scala.is_none() {
+            "the Spark and Scala versions are unknown, so the Scala, Spark-line and Spark-module checks are skipped"
+        } else {
+            "the Spark version is unknown, so the Spark-line and Spark-module checks are skipped (Scala is scala-library's)"
+        };
         out.push(Finding::new(
             "image-unknown",
             Severity::Warning,
             Vec::new(),
             format!(
-                "no spark-core_<scala> jar in {}: the Spark and Scala versions are unknown, so the Scala, Spark-line and Spark-module checks are skipped",
+                "no spark-core_<scala> jar in {}: {skipped}",
                 image.dir.display()
             ),
             "point --spark-home at the image's SPARK_HOME (or --spark-jars at its jars directory)",
@@ -62,12 +67,27 @@ pub(super) fn versions(image: &Image, added: &[Added]) -> Vec<Finding> {
 fn scala(image: &Image, jar: &Jar) -> Option<Finding> {
     let want = image.versions.scala.as_deref()?;
     let from_name = names::from_file_name(&jar.name);
-    let said = [from_name.scala(), jar.coords.scala()]
-        .into_iter()
+    // scala-library itself says its version, not a suffix.
+    let library = (jar.coords.base() == "scala-library")
+        .then(|| jar.coords.release().and_then(major_minor))
         .flatten()
-        .chain(jar.embedded.iter().filter_map(|c| c.scala()))
-        .find(|s| *s != want)?;
+        .map(|(a, b)| format!("{a}.{b}"));
+    let said = library
+        .into_iter()
+        .chain(
+            [from_name.scala(), jar.coords.scala()]
+                .into_iter()
+                .flatten()
+                .chain(jar.embedded.iter().filter_map(|c| c.scala()))
+                .map(str::to_owned),
+        )
+        .find(|s| s != want)?;
     let fixed = jar.name.replace(&format!("_{said}"), &format!("_{want}"));
+    let build = if fixed == jar.name {
+        format!("the _{want} build")
+    } else {
+        format!("the _{want} build ({fixed})")
+    };
     Some(Finding::new(
         "scala-suffix",
         Severity::Error,
@@ -78,7 +98,7 @@ fn scala(image: &Image, jar: &Jar) -> Option<Finding> {
             jar.coords.shown()
         ),
         format!(
-            "use the _{want} build ({fixed}); a Scala {said} jar fails at run time with NoSuchMethodError or NoClassDefFoundError (scala.collection…)"
+            "use {build}; a Scala {said} jar fails at run time with NoSuchMethodError or NoClassDefFoundError (scala.collection…)"
         ),
     ))
 }
@@ -116,7 +136,7 @@ fn spark_module(image: &Image, jar: &Jar) -> Option<Finding> {
     if c.group.as_deref() != Some("org.apache.spark") || !c.base().starts_with("spark-") {
         return None;
     }
-    let version = c.version.as_deref()?;
+    let version = c.release()?;
     if version == spark {
         return None;
     }
@@ -163,7 +183,7 @@ const HADOOP_MODULES: [&str; 12] = [
 fn hadoop(image: &Image, jar: &Jar) -> Option<Finding> {
     let hadoop = image.versions.hadoop.as_deref()?;
     let c = &jar.coords;
-    let version = c.version.as_deref()?;
+    let version = c.release()?;
     let module = match c.group.as_deref() {
         Some(group) => group == "org.apache.hadoop" && c.artifact.starts_with("hadoop-"),
         None => HADOOP_MODULES.contains(&c.artifact.as_str()),
@@ -267,7 +287,7 @@ fn aws_sdk(image: &Image, added: &[Added]) -> Vec<Finding> {
         .iter()
         .filter(|(j, _)| j.coords.artifact == "hadoop-aws")
     {
-        let Some(version) = aws.coords.version.as_deref() else {
+        let Some(version) = aws.coords.release() else {
             continue;
         };
         let sdk = if major_minor(version).is_some_and(|v| v >= (3, 4)) {
@@ -314,7 +334,7 @@ fn aws_sdk(image: &Image, added: &[Added]) -> Vec<Finding> {
                 ),
             ).with_classes(vec![sdk.probe.replace('/', ".")])),
             Some((holder, holder_added)) if *aws_added || *holder_added => {
-                let have = holder.coords.version.as_deref();
+                let have = holder.coords.release();
                 if let (Some(want), Some(have)) = (expected.as_deref(), have) {
                     if want != have && holder.coords.artifact == sdk.artifact {
                         out.push(Finding::new(

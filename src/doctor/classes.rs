@@ -23,7 +23,9 @@ pub(super) fn duplicates(image: &Image, added: &[Added]) -> Vec<Finding> {
     // (added jar, other jar (Ok: image index, Err: added index)) -> class names.
     let mut pairs: BTreeMap<(usize, Result<usize, usize>), Vec<&str>> = BTreeMap::new();
     for (i, a) in added.iter().enumerate() {
-        if a.reach != Reach::Classpath {
+        // A byte-identical copy of an image jar adds nothing (and would re-report
+        // the image's own overlaps).
+        if a.reach != Reach::Classpath || image.jars.iter().any(|j| same_classes(j, &a.jar)) {
             continue;
         }
         for c in &a.jar.classes {
@@ -84,6 +86,16 @@ pub(super) fn duplicates(image: &Image, added: &[Added]) -> Vec<Finding> {
             ).with_classes(names.iter().take(SHOWN).map(|n| dotted(n)).collect())
         })
         .collect()
+}
+
+/// Whether two jars hold the same classes with the same bytes.
+fn same_classes(a: &super::jar::Jar, b: &super::jar::Jar) -> bool {
+    a.classes.len() == b.classes.len()
+        && !a.classes.is_empty()
+        && a.classes
+            .iter()
+            .zip(&b.classes)
+            .all(|(x, y)| (&x.name, x.size, x.crc) == (&y.name, y.size, y.crc))
 }
 
 /// Properties whose values are class names Spark loads.
@@ -249,6 +261,20 @@ fn not_found(
 /// name in the same package (at most 3 edits).
 fn likeliest(image: &Image, added: &[Added], class: &str) -> Option<String> {
     let slash = class.replace('.', "/");
+    // `a.b.Outer.Inner` for `a.b.Outer$Inner`, as Class.forName wants it.
+    let mut nested = slash.clone();
+    for _ in 0..2 {
+        let Some(at) = nested.rfind('/') else { break };
+        nested.replace_range(at..=at, "$");
+        let held = image
+            .jars
+            .iter()
+            .chain(added.iter().map(|a| &a.jar))
+            .any(|j| j.has(&nested));
+        if held {
+            return Some(dotted(&nested));
+        }
+    }
     let (package, simple) = slash.rsplit_once('/').unwrap_or(("", &slash));
     let all = image
         .jars

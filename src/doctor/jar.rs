@@ -154,8 +154,9 @@ fn choose(file_name: &str, embedded: &[Coords]) -> Coords {
     {
         return only.clone();
     }
+    // A renamed jar (`#s3a-1.0.jar`) with one embedded POM: that POM is its own.
     match embedded {
-        [only] if from_name.version.is_none() => only.clone(),
+        [only] => only.clone(),
         _ => from_name,
     }
 }
@@ -210,6 +211,11 @@ mod tests {
         // Renamed (an #alias): the only one there is.
         assert_eq!(
             choose("celeborn.jar", &embedded[1..]).artifact,
+            "spark-core_2.12"
+        );
+        // Renamed to something version-like, one embedded: still the embedded one.
+        assert_eq!(
+            choose("s3a-1.0.jar", &embedded[1..]).artifact,
             "spark-core_2.12"
         );
         // Renamed, several embedded: the name, for want of better.

@@ -156,6 +156,21 @@ pub(crate) fn diagnose(input: Input<'_>) -> Diagnosis {
     let mut findings = Vec::new();
     let mut added = Vec::new();
     for a in &input.added {
+        if !a.path.exists() {
+            // A local:// jar is in the main container's image, not in the init
+            // container (nor on a laptop).
+            findings.push(Finding::new(
+                "jar-not-here",
+                Severity::Note,
+                vec![a.path.display().to_string()],
+                format!(
+                    "{} is not in this container (a local:// jar is in the main container's image): not looked into",
+                    a.path.display()
+                ),
+                "run the doctor where the jar is (check --spark-home in the Spark image) to have it checked",
+            ));
+            continue;
+        }
         match Jar::read(&a.path) {
             Ok(jar) => added.push(Added { jar, reach: a.reach }),
             Err(why) => findings.push(Finding::new(

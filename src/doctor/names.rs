@@ -30,14 +30,24 @@ impl Coords {
     /// The artifact without its Scala suffix (`spark-core_2.12` -> `spark-core`).
     pub(crate) fn base(&self) -> &str {
         match scala_suffix(&self.artifact) {
-            Some(suffix) => &self.artifact[..self.artifact.len() - suffix.len() - 1],
+            Some((raw, _)) => &self.artifact[..self.artifact.len() - raw.len() - 1],
             None => &self.artifact,
         }
     }
 
     /// The Scala binary version in the artifact's name (`2.12`, `2.13`, `3`).
-    pub(crate) fn scala(&self) -> Option<&str> {
-        scala_suffix(&self.artifact)
+    pub(crate) fn scala(&self) -> Option<&'static str> {
+        scala_suffix(&self.artifact).map(|(_, scala)| scala)
+    }
+
+    /// The release part of the version: its leading digits and dots (`3.3.4-tests`
+    /// -> `3.3.4`), for comparisons a classifier must not spoil.
+    pub(crate) fn release(&self) -> Option<&str> {
+        let v = self.version.as_deref()?;
+        let end = v
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(v.len());
+        Some(v[..end].trim_end_matches('.')).filter(|r| !r.is_empty())
     }
 }
 
@@ -75,22 +85,45 @@ pub(crate) fn from_file_name(file_name: &str) -> Coords {
     }
 }
 
-/// The Scala binary versions artifacts are suffixed with.
-const SCALA_SUFFIXES: [&str; 5] = ["2.10", "2.11", "2.12", "2.13", "3"];
+/// The Scala binary versions artifacts are suffixed with, as spelled (Azure's
+/// connectors write `_2-12`), and what each means.
+const SCALA_SUFFIXES: [(&str, &str); 9] = [
+    ("2.10", "2.10"),
+    ("2.11", "2.11"),
+    ("2.12", "2.12"),
+    ("2.13", "2.13"),
+    ("3", "3"),
+    ("2-10", "2.10"),
+    ("2-11", "2.11"),
+    ("2-12", "2.12"),
+    ("2-13", "2.13"),
+];
 
-/// The Scala binary version an artifact id ends with (`_2.12`).
-pub(crate) fn scala_suffix(artifact: &str) -> Option<&str> {
+/// The Scala suffix an artifact id ends with (`_2.12`): as spelled, and the
+/// Scala binary version it means.
+pub(crate) fn scala_suffix(artifact: &str) -> Option<(&str, &'static str)> {
     let (_, suffix) = artifact.rsplit_once('_')?;
-    SCALA_SUFFIXES.contains(&suffix).then_some(suffix)
+    SCALA_SUFFIXES
+        .iter()
+        .find(|(raw, _)| *raw == suffix)
+        .map(|(_, scala)| (suffix, *scala))
 }
 
-/// Where the first `_<scala>` followed by `-` or the end of `stem` ends.
+/// Where the first `_<scala>` that ends the artifact in `stem` ends: followed
+/// by the end, or by `-` and a version (no `_` in it: `azure-cosmos-spark_3-5_2-12`'s
+/// `_3` is a Spark line, not Scala 3).
 fn scala_suffix_end(stem: &str) -> Option<usize> {
     stem.match_indices('_').find_map(|(i, _)| {
-        SCALA_SUFFIXES.iter().find_map(|s| {
+        SCALA_SUFFIXES.iter().find_map(|(s, _)| {
             let end = i + 1 + s.len();
-            let after = stem.as_bytes().get(end);
-            (stem[i + 1..].starts_with(s) && matches!(after, None | Some(b'-'))).then_some(end)
+            if !stem[i + 1..].starts_with(s) {
+                return None;
+            }
+            match stem.as_bytes().get(end) {
+                None => Some(end),
+                Some(b'-') if !stem[end..].contains('_') => Some(end),
+                _ => None,
+            }
         })
     })
 }
@@ -235,6 +268,25 @@ mod tests {
         assert_eq!(from_file_name("foo_3-1.0.jar").scala(), Some("3"));
         assert_eq!(from_file_name("foo_2.13.jar").scala(), Some("2.13"));
         assert_eq!(from_file_name("commons-lang3-3.12.0.jar").scala(), None);
+        // Azure's connectors: `_3-5` is the Spark line, `_2-12` the Scala version.
+        let c = from_file_name("azure-cosmos-spark_3-5_2-12-4.33.0.jar");
+        assert_eq!(
+            (c.artifact.as_str(), c.scala()),
+            ("azure-cosmos-spark_3-5_2-12", Some("2.12"))
+        );
+        assert_eq!(c.version.as_deref(), Some("4.33.0"));
+        assert_eq!(
+            spark_line(&c).map(|l| l.to_string()).as_deref(),
+            Some("3.5")
+        );
+        assert_eq!(
+            from_file_name("hadoop-common-3.3.4-tests.jar").release(),
+            Some("3.3.4")
+        );
+        assert_eq!(
+            from_file_name("foo-1.0-SNAPSHOT.jar").release(),
+            Some("1.0")
+        );
     }
 
     #[test]

@@ -1755,3 +1755,116 @@ fn image_jars_that_are_unreadable_or_not_spark() {
     expect(&out, &doc, 0, &["warning:image-unknown"]);
     assert!(doc["doctor"]["image"]["spark"].is_null(), "{doc:#}");
 }
+
+// --- Regressions from the black-box round ------------------------------------------------
+
+/// A local:// jar that is not in this container (it is in the main container's image) is a
+/// note, never an error: a healthy pod passes --doctor-strict.
+#[test]
+fn a_local_jar_not_in_this_container_is_a_note() {
+    let Some(fx) = fx() else { return };
+    let plugin = fx.plugin();
+    let jars = format!(
+        "local:///opt/spark/extra/metrics-plugin-1.0.jar,{}",
+        uri(&plugin)
+    );
+    let (out, doc) = fx.check_json(&[], &["--jars", &jars]);
+    expect(&out, &doc, 0, &["note:jar-not-here"]);
+    finding(
+        &doc["doctor"],
+        "jar-not-here",
+        "/opt/spark/extra/metrics-plugin-1.0.jar",
+    );
+    let out = fx
+        .sb
+        .fetch()
+        .arg("--doctor-jars")
+        .arg(fx.image_jars())
+        .args(["--doctor-strict", "--jars", &jars])
+        .run();
+    out.expect_code(0);
+    assert!(
+        std::path::Path::new(&fx.sb.jar("classpath")).exists(),
+        "{out}"
+    );
+}
+
+/// Azure's connectors spell the Spark line and the Scala version with dashes
+/// (`azure-cosmos-spark_3-5_2-12`): the 3.5 / 2.12 build is clean, others are not.
+#[test]
+fn azure_connector_names_are_read_as_azure_spells_them() {
+    let Some(fx) = fx() else { return };
+    let good = [
+        fx.plain("azure-cosmos-spark_3-5_2-12-4.33.0.jar", None),
+        fx.plain(
+            "cosmos.jar",
+            Some((
+                "com.azure.cosmos.spark",
+                "azure-cosmos-spark_3-5_2-12",
+                "4.33.0",
+            )),
+        ),
+    ];
+    let good: Vec<&Path> = good.iter().map(PathBuf::as_path).collect();
+    let (out, doc) = fx.check_json(&good, &[]);
+    expect(&out, &doc, 0, &[]);
+    let scala = fx.plain("azure-cosmos-spark_3-5_2-13-4.33.0.jar", None);
+    let line = fx.plain("azure-cosmos-spark_3-4_2-12-4.33.0.jar", None);
+    let (out, doc) = fx.check_json(&[&scala, &line], &[]);
+    expect(&out, &doc, 8, &["error:scala-suffix", "error:spark-line"]);
+    assert!(
+        message(finding(
+            &doc["doctor"],
+            "scala-suffix",
+            "azure-cosmos-spark_3-5_2-13-4.33.0.jar"
+        ))
+        .contains("built for Scala 2.13"),
+        "{doc:#}"
+    );
+}
+
+/// A jar renamed to something version-like (`#s3a-1.0.jar`) is still known by its one
+/// embedded POM; classifier jars (`-tests`) compare by their release.
+#[test]
+fn aliases_and_classifiers_do_not_hide_or_invent_versions() {
+    let Some(fx) = fx() else { return };
+    let aws = fx.hadoop_aws("3.3.6");
+    let (out, doc) = fx.check_json(&[], &["--jars", &format!("{}#s3a-1.0.jar", uri(&aws))]);
+    expect(
+        &out,
+        &doc,
+        8,
+        &["error:aws-sdk-missing", "error:hadoop-version"],
+    );
+    let tests = fx.plain("hadoop-common-3.3.4-tests.jar", None);
+    let sources = fx.plain("hadoop-azure-3.3.4-sources.jar", None);
+    let (out, doc) = fx.check_json(&[&tests, &sources], &[]);
+    expect(&out, &doc, 0, &[]);
+}
+
+/// scala-library of another Scala is a scala-suffix error, not only duplicates; a
+/// nested class written with dots is suggested with its `$`.
+#[test]
+fn another_scala_library_and_nested_class_names() {
+    let Some(fx) = fx() else { return };
+    let lib = fx.plain(
+        "scala-library-2.13.14.jar",
+        Some(("org.scala-lang", "scala-library", "2.13.14")),
+    );
+    let (out, doc) = fx.check_json(&[&lib], &[]);
+    expect(&out, &doc, 8, &["error:scala-suffix"]);
+    let props = fx.properties("spark.serializer=org.apache.spark.SparkConf.Foo\nspark.kryo.registrator=org.apache.spark.util.Utils.Lock\n");
+    let (out, doc) = fx.check_json(&[], &["--properties-file", &s(&props)]);
+    let d = &doc["doctor"];
+    out.expect_code(8);
+    let suggested: Vec<&str> = with_id(d, "class-not-found")
+        .into_iter()
+        .map(message)
+        .collect();
+    assert!(
+        suggested
+            .iter()
+            .any(|m| m.contains("did you mean org.apache.spark.util.Utils$Lock?")),
+        "{d:#}"
+    );
+}
