@@ -4,7 +4,11 @@
 #   W1  200 jars of 64 KiB-4 MiB (about 250 MiB) over HTTP (nginx)
 #   W2  one 1 GiB file over HTTP (nginx)
 #   W3  W1's jars from S3 (SeaweedFS)      W4  W2's file from S3 (SeaweedFS)
+#   W5  W1's jars and W2's file from an nginx that caps each connection at 32 MB/s
+#       (`limit_rate`, as object stores and CDNs do per stream): W5 jars, W5 big
 #   the limit: `cp -r` of the same bytes on the same disk.
+# Servers run on CPU 0 and every client on CPU 1 (taskset), the same for every tool;
+# each run's wall time, CPU seconds (user + sys) and peak RSS are recorded.
 # Peers: curl (one process, keep-alive, sequential; SigV4 on S3), `wget -i`, aria2c (-j16;
 # -x16 -s16 -k1M for the big file), rclone copy (--transfers 16 --multi-thread-streams 8)
 # and s5cmd cp. Every output is checked by sha256 (a wrong result is a failure, not a
@@ -44,6 +48,7 @@ command -v aria2c >/dev/null 2>&1 || need+=(aria2)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v wget >/dev/null 2>&1 || need+=(wget)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 [ -x /usr/bin/time ] || need+=(time)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 apt_install "${need[@]}"
@@ -73,12 +78,16 @@ python3 bench/peers/data.py "$data" "$jars" "$total_mib" "$big_mib"
 
 work="$root/target/bench/run"
 rm -rf "$work"
-mkdir -p "$work"
+mkdir -p "$work/capped"
+# Servers on CPU 0, clients on CPU 1 (with fewer than 2 CPUs, nothing is pinned).
+server_cpu=() client_cpu=()
+if [ "$(nproc)" -ge 2 ]; then server_cpu=(taskset -c 0) client_cpu=(taskset -c 1); fi
 nginx_pid="" weed_pid=""
 cleanup() {
     # SeaweedFS takes its time to stop on SIGTERM; its data are thrown away anyway.
     [ -n "$weed_pid" ] && kill -9 "$weed_pid" 2>/dev/null || true
     [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    [ -f "$work/capped/nginx.pid" ] && kill "$(cat "$work/capped/nginx.pid")" 2>/dev/null || true
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -88,6 +97,13 @@ trap cleanup EXIT
 http_port=$(start_nginx "$work" "$data" "tcp_nopush on;" "keepalive_requests 100000;" "autoindex on;")
 http="http://127.0.0.1:$http_port"
 curl -fsS -o /dev/null "$http/w1/jar-000.jar" || { cat "$work/nginx.err" >&2; echo "nginx does not serve $data" >&2; exit 1; }
+# W5: the same data, each connection capped at 32 MB/s.
+capped_port=$(start_nginx "$work/capped" "$data" "tcp_nopush on;" "keepalive_requests 100000;" "autoindex on;" "limit_rate 32m;")
+capped="http://127.0.0.1:$capped_port"
+[ "${#server_cpu[@]}" -eq 0 ] || for pidfile in "$work/nginx.pid" "$work/capped/nginx.pid"; do
+    # The master and its workers.
+    for pid in $(cat "$pidfile") $(pgrep -P "$(cat "$pidfile")"); do taskset -a -p -c 0 "$pid" >/dev/null; done
+done
 
 # SeaweedFS: master, volume, filer and S3 gateway in one process, one identity.
 key=benchaccess secret=benchsecret0123456789
@@ -97,9 +113,9 @@ cat > "$work/weed/s3.json" <<JSON
 {"identities":[{"name":"bench","credentials":[{"accessKey":"$key","secretKey":"$secret"}],
   "actions":["Admin","Read","Write","List","Tagging"]}]}
 JSON
-(cd "$work/weed" && exec env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$work/weed" \
+ (cd "$work/weed" && exec env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$work/weed" \
     TMPDIR="$work/weed/tmp" WEED_MASTER_VOLUME_GROWTH_COPY_1=1 \
-    "$weed" -logtostderr server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$work/weed/data" \
+    "${server_cpu[@]}" "$weed" -logtostderr server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$work/weed/data" \
     -master.port="$p_m" -master.port.grpc="$p_mg" -master.peers=none -master.volumeSizeLimitMB=1024 \
     -master.telemetry=false -master.electionTimeout=1s -volume.preStopSeconds=0 -volume.port="$p_v" -volume.port.grpc="$p_vg" -volume.max=16 \
     -filer -filer.port="$p_f" -filer.port.grpc="$p_fg" -s3 -s3.port="$p_s" -s3.port.grpc="$p_sg" \
@@ -125,6 +141,10 @@ list() { local sep=$1 prefix=$2; for n in $names; do printf '%s%s%b' "$prefix" "
 list '\n' "$http/w1/" > "$work/w1.urls"
 list ',' "$http/w1/" | sed 's/,$//' > "$work/w1.csv"
 list ',' "s3://bench/w1/" | sed 's/,$//' > "$work/w3.csv"
+list '\n' "$capped/w1/" > "$work/w5.urls"
+list ',' "$capped/w1/" | sed 's/,$//' > "$work/w5.csv"
+for n in $names; do printf 'url = "%s/w1/%s"\noutput = "%s"\n' "$capped" "$n" "$n"; done > "$work/w5.curl"
+echo "$capped/w2/big.bin" > "$work/w5big.urls"
 for n in $names; do printf 'url = "%s/w1/%s"\noutput = "%s"\n' "$http" "$n" "$n"; done > "$work/w1.curl"
 for n in $names; do printf 'url = "%s/bench/w1/%s"\noutput = "%s"\n' "$s3" "$n" "$n"; done > "$work/w3.curl"
 echo "$http/w2/big.bin" > "$work/w2.urls"
@@ -149,7 +169,7 @@ run() { # workload tool round manifest outdir-relative-to-out -- command...
     sync
     local t0 t1 rc=0 verdict=ok
     t0=$EPOCHREALTIME
-    (cd "$out" && exec /usr/bin/time -f %M -o "$work/rss" "$@") >"$work/log" 2>&1 </dev/null || rc=$?
+    (cd "$out" && exec "${client_cpu[@]}" /usr/bin/time -f '%M %U %S' -o "$work/rss" "$@") >"$work/log" 2>&1 </dev/null || rc=$?
     t1=$EPOCHREALTIME
     if [ "$rc" -ne 0 ]; then
         verdict="exit $rc"
@@ -161,11 +181,14 @@ run() { # workload tool round manifest outdir-relative-to-out -- command...
         verdict=wrong
         echo "!! $workload $tool: wrong bytes" >&2
     fi
-    local rss
-    rss=$(tail -n 1 "$work/rss" 2>/dev/null || echo 0)
+    local rss user sys
+    read -r rss user sys < <(tail -n 1 "$work/rss" 2>/dev/null || echo "0 0 0")
     [[ "$rss" =~ ^[0-9]+$ ]] || rss=0
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$round" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" "$rss" "$verdict" >> "$results"
+    [[ "$user" =~ ^[0-9.]+$ ]] || user=0
+    [[ "$sys" =~ ^[0-9.]+$ ]] || sys=0
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$round" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" "$rss" "$verdict" \
+        "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" >> "$results"
 }
 
 w1=$data/w1.sha256 w2=$data/w2.sha256
@@ -207,6 +230,17 @@ round() {
     run W4 "curl (SigV4)" "$r" "$w2" . -- curl -sS --fail "${curl_s3[@]}" -o big.bin "$s3/bench/w2/big.bin"
     run W4 "rclone copy" "$r" "$w2" . -- "$rclone" copy "${rclone_par[@]}" "${rclone_s3[@]}" :s3:bench/w2 .
     run W4 "s5cmd cp" "$r" "$w2" . -- "$s5cmd" --endpoint-url "$s3" cp s3://bench/w2/big.bin ./
+
+    run "W5 jars" spark-localizer "$r" "$w1" jars -- "$bin" "${sl[@]}" --jars "$(cat "$work/w5.csv")"
+    [ -z "$baseline" ] || run "W5 jars" "ref: baseline" "$r" "$w1" jars -- "$baseline" "${sl[@]}" --jars "$(cat "$work/w5.csv")"
+    run "W5 jars" "curl -Z --parallel-max 16" "$r" "$w1" . -- curl -sS --fail -Z --parallel-max 16 --config "$work/w5.curl"
+    run "W5 jars" "aria2c -j16" "$r" "$w1" . -- aria2c -q -j16 -i "$work/w5.urls"
+    run "W5 jars" "rclone copy" "$r" "$w1" . -- "$rclone" copy "${rclone_par[@]}" --http-url "$capped/w1/" :http: .
+
+    run "W5 big" spark-localizer "$r" "$w2" files -- "$bin" "${sl[@]}" --files "$capped/w2/big.bin"
+    [ -z "$baseline" ] || run "W5 big" "ref: baseline" "$r" "$w2" files -- "$baseline" "${sl[@]}" --files "$capped/w2/big.bin"
+    run "W5 big" "aria2c -x16 -s16 -k1M" "$r" "$w2" . -- aria2c -q -x16 -s16 -k1M -i "$work/w5big.urls"
+    run "W5 big" "rclone copy" "$r" "$w2" . -- "$rclone" copy "${rclone_par[@]}" --http-url "$capped/w2/" :http: .
 }
 start=$SECONDS
 first=1
@@ -235,6 +269,13 @@ w1_bytes=$(du -sb "$data/w1" | cut -f1)
         "$(awk '/MemTotal/ { printf "%.0f GiB RAM", $2 / 1048576 }' /proc/meminfo)" "$(uname -r)"
     printf 'sync\tNo tool fsyncs (spark-localizer without --fsync; peers without a final sync); an untimed sync before every run.\n'
     printf 'sizes\tW1/W3: %s jars, %s bytes; W2/W4: %s bytes.\n' "$jars" "$w1_bytes" "$(stat -c %s "$data/w2/big.bin")"
+    printf 'gib_W1\t%s\n' "$(awk -v b="$w1_bytes" 'BEGIN { print b / 1073741824 }')"
+    printf 'gib_W2\t%s\n' "$(awk -v b="$(stat -c %s "$data/w2/big.bin")" 'BEGIN { print b / 1073741824 }')"
+    if [ "${#client_cpu[@]}" -gt 0 ]; then
+        printf 'pinning\tServers (nginx, SeaweedFS) on CPU 0, every client on CPU 1 (taskset).\n'
+    else
+        printf 'pinning\tOne CPU: nothing pinned.\n'
+    fi
     printf 'version_ms\t%s\n' "$version_ms"
     printf 'version_runs\t200\n'
     printf 'size\t%s\n' "$(stat -c %s "$bin")"

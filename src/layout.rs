@@ -131,7 +131,6 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -139,10 +138,17 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8], durable: bool) -> std::
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(
         "{RESERVED_PREFIX}.{name}.{}.{n}{PARTIAL_SUFFIX}",
-        std::process::id()
+        pid()
     ));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // The directory usually exists (the run prepared it): created only when missing.
+        let mut f = match std::fs::File::create(&tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)?;
+                std::fs::File::create(&tmp)?
+            }
+            other => other?,
+        };
         f.write_all(contents)?;
         if durable {
             f.sync_all()?;
@@ -164,10 +170,13 @@ pub(crate) fn temp_beside(target: &Path, suffix: &str) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(
-        "{RESERVED_PREFIX}.{name}.{}.{n}{suffix}",
-        std::process::id()
-    ))
+    dir.join(format!("{RESERVED_PREFIX}.{name}.{}.{n}{suffix}", pid()))
+}
+
+/// This process's id, asked of the kernel once (musl does not cache it).
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Removes whatever `path` is (file, symlink or directory tree); absent is fine.
@@ -312,17 +321,27 @@ impl TempFile {
     pub(crate) fn create(final_path: &Path) -> std::io::Result<(TempFile, std::fs::File)> {
         use std::os::unix::fs::PermissionsExt;
         let dir = final_path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
         let name = final_path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (file, path) = tempfile::Builder::new()
-            .prefix(&format!("{RESERVED_PREFIX}.{name}."))
-            .suffix(PARTIAL_SUFFIX)
-            .permissions(std::fs::Permissions::from_mode(0o666))
-            .tempfile_in(dir)?
-            .into_parts();
+        let prefix = format!("{RESERVED_PREFIX}.{name}.");
+        let create = || {
+            tempfile::Builder::new()
+                .prefix(&prefix)
+                .suffix(PARTIAL_SUFFIX)
+                .permissions(std::fs::Permissions::from_mode(0o666))
+                .tempfile_in(dir)
+        };
+        // The directory usually exists (the run prepared it): created only when missing.
+        let temp = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)?;
+                create()?
+            }
+            other => other?,
+        };
+        let (file, path) = temp.into_parts();
         Ok((TempFile(path), file))
     }
 

@@ -653,12 +653,12 @@ pub(crate) fn engine_options(
     Options {
         cancel,
         parallelism: settings.parallelism,
+        parallelism_max: settings.parallelism_max.max(settings.parallelism),
         retry: RetryPolicy {
             retries: settings.retries,
             backoff: Backoff::new(settings.retry_delay),
         },
         stall_timeout: settings.stall_timeout,
-        connect_timeout: settings.http.connect_timeout,
         archive_limits: settings.archive_limits,
         archive_classpath: settings.archive_classpath,
         deadline: tokio::time::Instant::now() + settings.deadline.value,

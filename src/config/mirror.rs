@@ -37,7 +37,12 @@ pub(crate) fn settings(
             }
         })
         .ok();
-    let http = http_config(&args.source, args.parallelism, &layers, problems);
+    let http = http_config(
+        &args.source,
+        usize::from(args.parallelism),
+        &layers,
+        problems,
+    );
     let s3 = s3_settings(&args.source, &layers, properties.as_ref());
     Some(MirrorSettings {
         allow: allow?,

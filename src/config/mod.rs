@@ -31,6 +31,8 @@ use crate::util::duration::positive_duration;
 pub(crate) const DEFAULT_JARS_DIR: &str = "/var/spark-data/spark-jars";
 /// Default destination for files.
 pub(crate) const DEFAULT_FILES_DIR: &str = "/var/spark-data/spark-files";
+/// How far the default parallelism (8) may grow while throughput grows with it.
+pub(crate) const AUTO_PARALLELISM_MAX: usize = 32;
 /// Default overall deadline (the fork's mountTimeout default).
 pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
@@ -62,7 +64,11 @@ pub(crate) struct Settings {
     pub checksums: Option<Sourced<Checksums>>,
     pub header_file: Option<PathBuf>,
     pub http: HttpConfig,
+    /// Transfers at once to start with.
     pub parallelism: usize,
+    /// Transfers at once at most: `parallelism` when given, else up to
+    /// [`AUTO_PARALLELISM_MAX`] while more raises the throughput.
+    pub parallelism_max: usize,
     pub retries: u32,
     pub retry_delay: Duration,
     pub stall_timeout: Duration,
@@ -173,26 +179,7 @@ impl Settings {
             .and_then(|path| Properties::load(path).map_err(|e| problems.push(e)).ok());
         let layers = Layers::new(origins, properties.as_ref());
         let (jars, files, archives) = declared_uris(args, &layers);
-        let jars_dir = layers.value_or(
-            &table::JARS_DIR,
-            args.jars_dir.clone(),
-            PathBuf::from,
-            || PathBuf::from(DEFAULT_JARS_DIR),
-        );
-        let files_dir = layers.value_or(
-            &table::FILES_DIR,
-            args.files_dir.clone(),
-            PathBuf::from,
-            || PathBuf::from(DEFAULT_FILES_DIR),
-        );
-        for dir in [&jars_dir, &files_dir] {
-            if !dir.value.is_absolute() {
-                problems.push(ConfigError::Invalid {
-                    what: dir.origin.to_string(),
-                    reason: format!("{} is not an absolute path", dir.value.display()),
-                });
-            }
-        }
+        let (jars_dir, files_dir) = destination_dirs(args, &layers, problems);
         let deadline = deadline(args, &layers, problems);
         let mut checksums = args.checksums.as_deref().and_then(|path| {
             Checksums::load(path)
@@ -203,7 +190,12 @@ impl Settings {
                 .map_err(|e| problems.push(e))
                 .ok()
         });
-        let http = http_config(&args.source, args.parallelism, &layers, problems);
+        let http = http_config(
+            &args.source,
+            parallelism_max(args, &layers),
+            &layers,
+            problems,
+        );
         let s3 = s3_settings(&args.source, &layers, properties.as_ref());
         let gcs = crate::cloud::gcs::GcsSettings::new(properties.as_ref());
         let azure = crate::cloud::azure::AzureSettings::new(
@@ -256,7 +248,8 @@ impl Settings {
             deadline,
             checksums,
             header_file: args.source.http_header_file.clone(),
-            parallelism: http.pool_size,
+            parallelism: usize::from(args.parallelism),
+            parallelism_max: http.pool_size,
             http,
             retries: args.source.retries,
             retry_delay: args.source.retry_delay,
@@ -362,12 +355,52 @@ fn deadline(args: &FetchArgs, layers: &Layers<'_>, problems: &mut Problems) -> S
     }
 }
 
+/// `--jars-dir` and `--files-dir` (their properties keys, the defaults); each
+/// must be absolute.
+fn destination_dirs(
+    args: &FetchArgs,
+    layers: &Layers<'_>,
+    problems: &mut Problems,
+) -> (Sourced<PathBuf>, Sourced<PathBuf>) {
+    let jars_dir = layers.value_or(
+        &table::JARS_DIR,
+        args.jars_dir.clone(),
+        PathBuf::from,
+        || PathBuf::from(DEFAULT_JARS_DIR),
+    );
+    let files_dir = layers.value_or(
+        &table::FILES_DIR,
+        args.files_dir.clone(),
+        PathBuf::from,
+        || PathBuf::from(DEFAULT_FILES_DIR),
+    );
+    for dir in [&jars_dir, &files_dir] {
+        if !dir.value.is_absolute() {
+            problems.push(ConfigError::Invalid {
+                what: dir.origin.to_string(),
+                reason: format!("{} is not an absolute path", dir.value.display()),
+            });
+        }
+    }
+    (jars_dir, files_dir)
+}
+
+/// The most transfers at once: a given `--parallelism` is fixed; the default
+/// starts at 8 and may grow to [`AUTO_PARALLELISM_MAX`].
+fn parallelism_max(args: &FetchArgs, layers: &Layers<'_>) -> usize {
+    if layers.is_explicit(&table::PARALLELISM) {
+        usize::from(args.parallelism)
+    } else {
+        AUTO_PARALLELISM_MAX
+    }
+}
+
 /// The HTTP client's settings: trusted CA files (`--ca-cert`, `SSL_CERT_FILE`),
 /// the connect timeout, the pool size and the header file's headers; proxy
 /// variables are checked here (reqwest silently ignores one it cannot parse).
 fn http_config(
     args: &SourceArgs,
-    parallelism: u16,
+    parallelism: usize,
     layers: &Layers<'_>,
     problems: &mut Problems,
 ) -> HttpConfig {
@@ -397,7 +430,7 @@ fn http_config(
     HttpConfig {
         ca_files,
         connect_timeout: args.connect_timeout,
-        pool_size: usize::from(parallelism),
+        pool_size: parallelism,
         headers,
     }
 }

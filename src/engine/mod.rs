@@ -21,6 +21,7 @@ pub(crate) use self::options::Options;
 pub(crate) use self::outcome::{BundleEntry, Failure, FailureKind, Mirrored, Outcome, Status};
 pub(crate) use self::unpack::top_level_jars;
 
+mod adapt;
 mod archives;
 mod budget;
 mod bundle;
@@ -61,9 +62,8 @@ pub(crate) async fn run(
     let stopped = async {
         state.lock_dirs().await?;
         let todo = state.keep_verified().await?;
-        let (todo, sizes) = state.order(todo, sources).await?;
         reporter.begin(todo.len());
-        state.transfer(todo, sizes, sources, reporter).await;
+        state.transfer(todo, sources, reporter).await;
         state.unpack().await;
         Ok::<(), Stop>(())
     }

@@ -9,12 +9,14 @@ use crate::retry::RetryPolicy;
 /// How the engine behaves.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
+    /// Transfers at once to start with (and ranges of one large object).
     pub parallelism: usize,
+    /// Transfers at once at most: more are let in while the throughput grows
+    /// with them (equal to `parallelism`: fixed).
+    pub parallelism_max: usize,
     /// How often to try each transfer (and each part of a ranged one).
     pub retry: RetryPolicy,
     pub stall_timeout: Duration,
-    /// Time to open a connection; also the budget for the size probes.
-    pub connect_timeout: Duration,
     pub deadline: Instant,
     /// The configured deadline, for messages.
     pub deadline_len: Duration,

@@ -22,6 +22,7 @@ use futures_util::StreamExt;
 use tokio::time::timeout;
 use tracing::{debug, warn};
 
+use super::adapt::{HillClimb, WINDOW};
 use super::budget::{Budget, Decision};
 use super::digest::Hashes;
 use super::options::Options;
@@ -34,8 +35,11 @@ use crate::util::duration::format_duration;
 pub(super) const THRESHOLD: u64 = 32 << 20;
 /// The size of one range.
 pub(super) const PART: u64 = 8 << 20;
-/// At most this many ranges of one object are in flight.
+/// At most this many ranges of one object are in flight to start with.
 pub(super) const MAX_STREAMS: usize = 8;
+/// With an adaptive parallelism, at most this many once the throughput shows
+/// that the origin caps each connection.
+const MAX_STREAMS_ADAPTIVE: usize = 16;
 /// The hasher's read size; progress is reported in steps of this size too.
 const READ_CHUNK: usize = 1 << 20;
 /// Chunks received and not yet written, at most (a chunk is what one socket read
@@ -169,21 +173,7 @@ pub(super) async fn fetch(
     for _ in 0..streams {
         workers.spawn(worker(shared.clone(), writes.clone()));
     }
-    drop(writes);
-    // The first failure that says why wins (not a range that stopped for it).
-    let mut failed = None;
-    while let Some(joined) = workers.join_next().await {
-        let failure = match joined {
-            Ok(Ok(())) => continue,
-            Ok(Err(failure)) => failure,
-            Err(e) if e.is_cancelled() => Failure::Abandoned,
-            Err(e) => Failure::Local(std::io::Error::other(format!("a range worker failed: {e}"))),
-        };
-        workers.abort_all();
-        if matches!(failed, None | Some(Failure::Abandoned)) {
-            failed = Some(failure);
-        }
-    }
+    let failed = run_workers(&shared, &mut workers, writes, streams).await;
     let advanced = shared.advanced.load(Ordering::Relaxed);
     // A write error is the cause of any failure it comes with.
     match writing.await.map_err(std::io::Error::other) {
@@ -197,6 +187,64 @@ pub(super) async fn fetch(
         Ok(Ok(hasher)) => Ok(hasher),
         Ok(Err(e)) | Err(e) => Err((Failure::Local(e), advanced)),
     }
+}
+
+/// Joins the range workers; while ranges wait and the throughput grows with the
+/// streams (an origin that caps each connection), adds workers, up to
+/// [`MAX_STREAMS_ADAPTIVE`] (only with an adaptive parallelism). Returns the
+/// first failure that says why (not a range that stopped for it).
+async fn run_workers(
+    shared: &Arc<Shared>,
+    workers: &mut tokio::task::JoinSet<Result<(), Failure>>,
+    writes: tokio::sync::mpsc::Sender<Write>,
+    streams: usize,
+) -> Option<Failure> {
+    let adaptive = shared.opts.parallelism_max > shared.opts.parallelism;
+    let most = if adaptive {
+        MAX_STREAMS_ADAPTIVE.min(shared.parts.len()).max(streams)
+    } else {
+        streams
+    };
+    let mut climb = HillClimb::new(streams, most, tokio::time::Instant::now());
+    let mut ticks = tokio::time::interval(WINDOW);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Kept while more workers may come: the writer ends when every sender is gone.
+    let mut writes = (most > streams).then_some(writes);
+    let mut failed = None;
+    loop {
+        tokio::select! {
+            joined = workers.join_next() => {
+                let Some(joined) = joined else { break };
+                let failure = match joined {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(failure)) => failure,
+                    Err(e) if e.is_cancelled() => Failure::Abandoned,
+                    Err(e) => Failure::Local(std::io::Error::other(format!("a range worker failed: {e}"))),
+                };
+                workers.abort_all();
+                writes = None;
+                if matches!(failed, None | Some(Failure::Abandoned)) {
+                    failed = Some(failure);
+                }
+            }
+            _ = ticks.tick(), if writes.is_some() => {
+                let waiting = shared.next.load(Ordering::Relaxed) < shared.parts.len();
+                let before = climb.limit();
+                let bytes = shared.advanced.load(Ordering::Relaxed);
+                match (climb.sample(tokio::time::Instant::now(), bytes, waiting), &writes) {
+                    (Some(limit), Some(sender)) => {
+                        debug!(uri = %shared.a.display_uri, "throughput grew with {before} ranges at once: allowing {limit}");
+                        for _ in before..limit {
+                            workers.spawn(worker(shared.clone(), sender.clone()));
+                        }
+                    }
+                    _ if !waiting || climb.limit() >= most => writes = None,
+                    _ => {}
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// The file's writer: puts each chunk in place, and tells the hasher about each

@@ -1,104 +1,77 @@
-//! The third and fourth phases: order what is left largest first, then transfer it
-//! with bounded parallelism, each transfer holding its slot for its whole body and
+//! The third phase: transfer what is left in declared order with a parallelism
+//! that finds its level, each transfer holding its slot for its whole body and
 //! meeting the deadline and the stop signal.
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout_at, Instant};
 use tracing::debug;
 
+use super::adapt::{Counting, HillClimb, WINDOW};
 use super::outcome::FailureKind;
 use super::{cancelled, transfer, Outcome, RunState, Stop};
 use crate::progress::Reporter;
 use crate::source::Sources;
-use crate::util::duration::format_duration;
 
 impl RunState<'_> {
-    /// Orders `todo` largest first, with the sizes the sources announce. Sizes only
-    /// matter when there are more transfers than slots; probing gets one connect
-    /// timeout in all (at most a quarter of the time left), then declared order
-    /// stands. Returns the order and the sizes learned, by artifact index.
-    pub(super) async fn order(
-        &self,
-        mut todo: Vec<usize>,
-        sources: &Sources,
-    ) -> Result<(Vec<usize>, Vec<Option<u64>>), Stop> {
-        let opts = self.opts;
-        let mut sizes = vec![None; self.plan.artifacts.len()];
-        if todo.len() <= opts.parallelism {
-            return Ok((todo, sizes));
-        }
-        let probe_all = futures_util::stream::iter(todo.iter().copied())
-            .map(|i| {
-                let artifact = &self.plan.artifacts[i];
-                // Asked of the mirror: no request to the origin for a size.
-                let mirrored = sources
-                    .via_mirror(artifact.scheme, &artifact.uri, artifact.pin.as_ref())
-                    .is_some();
-                let source = sources.get(artifact.scheme).filter(|_| !mirrored);
-                async move {
-                    let probe = source?.probe(&artifact.uri).await;
-                    Some((i, probe.ok()?.meta.size?))
-                }
-            })
-            .buffer_unordered(opts.parallelism * 2)
-            .collect::<Vec<_>>();
-        let now = Instant::now();
-        let budget = (now + opts.connect_timeout)
-            .min(now + opts.deadline.saturating_duration_since(now) / 4);
-        let probes = tokio::select! {
-            biased;
-            () = cancelled(&opts.cancel) => return Err(Stop::Interrupted),
-            probes = timeout_at(budget, probe_all) => probes.unwrap_or_else(|_| {
-                debug!("size probes took longer than {}; keeping declared order", format_duration(opts.connect_timeout));
-                Vec::new()
-            }),
-        };
-        for (i, size) in probes.into_iter().flatten() {
-            sizes[i] = Some(size);
-        }
-        todo.sort_by_key(|&i| std::cmp::Reverse(sizes[i].unwrap_or(0)));
-        Ok((todo, sizes))
-    }
-
-    /// Transfers `todo` in order, at most `parallelism` at once. Each is a task of
-    /// its own, so transfers (receiving, writing, hashing) run on every worker
-    /// thread, not all on the one polling this stream.
+    /// Transfers `todo` in declared order, each a task of its own (so transfers
+    /// — receiving, writing, hashing — run on every worker thread). At most
+    /// `parallelism` at once to start with; more are let in while the throughput
+    /// grows with them, up to `parallelism_max` ([`HillClimb`]). No request is
+    /// made before the transfers: each artifact costs one GET.
     pub(super) async fn transfer(
         &mut self,
         todo: Vec<usize>,
-        sizes: Vec<Option<u64>>,
         sources: &Sources,
         reporter: Arc<dyn Reporter>,
     ) {
         let shared_opts = Arc::new(self.opts.clone());
-        let results = futures_util::stream::iter(todo)
-            .map(|i| {
-                let artifact = self.plan.artifacts[i].clone();
-                let shown = artifact.display_uri.clone();
-                let task = tokio::spawn(transfer_task(
-                    i,
-                    artifact,
-                    sources.clone(),
-                    shared_opts.clone(),
-                    reporter.clone(),
-                    sizes[i],
-                ));
-                async move {
-                    let outcome = task.await.unwrap_or_else(|e| {
-                        Outcome::failed(
-                            FailureKind::Internal,
-                            format!("{shown}: the transfer failed: {e}"),
-                        )
-                    });
-                    (i, outcome)
+        let counting = Counting::new(reporter);
+        let reporter: Arc<dyn Reporter> = counting.clone();
+        let slots = Arc::new(Semaphore::new(self.opts.parallelism.max(1)));
+        let mut climb = HillClimb::new(
+            self.opts.parallelism,
+            self.opts.parallelism_max,
+            Instant::now(),
+        );
+        let mut ticks = tokio::time::interval(WINDOW);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut queue = todo.into_iter().peekable();
+        let mut running = Vec::new();
+        while queue.peek().is_some() {
+            tokio::select! {
+                permit = slots.clone().acquire_owned() => {
+                    let (Ok(permit), Some(i)) = (permit, queue.next()) else { break };
+                    let artifact = self.plan.artifacts[i].clone();
+                    let task = tokio::spawn(transfer_task(
+                        i,
+                        artifact,
+                        sources.clone(),
+                        shared_opts.clone(),
+                        reporter.clone(),
+                        permit,
+                    ));
+                    running.push((i, task));
                 }
-            })
-            .buffer_unordered(self.opts.parallelism)
-            .collect::<Vec<_>>()
-            .await;
-        for (i, outcome) in results {
+                _ = ticks.tick() => {
+                    let saturated = slots.available_permits() == 0;
+                    let before = climb.limit();
+                    if let Some(limit) = climb.sample(Instant::now(), counting.bytes(), saturated) {
+                        debug!("throughput grew with {before} transfers at once: allowing {limit}");
+                        slots.add_permits(limit - before);
+                    }
+                }
+            }
+        }
+        for (i, task) in running {
+            let shown = &self.plan.artifacts[i].display_uri;
+            let outcome = task.await.unwrap_or_else(|e| {
+                Outcome::failed(
+                    FailureKind::Internal,
+                    format!("{shown}: the transfer failed: {e}"),
+                )
+            });
             self.outcomes[i] = Some(outcome);
         }
     }
@@ -112,11 +85,11 @@ async fn transfer_task(
     sources: Sources,
     opts: Arc<super::Options>,
     reporter: Arc<dyn Reporter>,
-    size: Option<u64>,
+    _slot: OwnedSemaphorePermit,
 ) -> Outcome {
     let started = Instant::now();
     let so_far = transfer::SoFar::new(opts.retry);
-    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, size, &so_far);
+    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, None, &so_far);
     let outcome = tokio::select! {
         biased;
         () = cancelled(&opts.cancel) => so_far.failed(Stop::Interrupted.outcome(&artifact, &opts)),
