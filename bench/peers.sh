@@ -5,7 +5,8 @@
 #   W2  one 1 GiB file over HTTP (nginx)
 #   W3  W1's jars from S3 (SeaweedFS)      W4  W2's file from S3 (SeaweedFS)
 #   W5  W1's jars and W2's file from an nginx that caps each connection at 32 MB/s
-#       (`limit_rate`, as object stores and CDNs do per stream): W5 jars, W5 big
+#       (`limit_rate`, as object stores and CDNs do per stream): W5 jars, W5 big. nginx
+#       lets a response send one second of its rate unpaced, so only W5 big is held back.
 #   the limit: `cp -r` of the same bytes on the same disk.
 # Servers run on CPU 0 and every client on CPU 1 (taskset), the same for every tool;
 # each run's wall time, CPU seconds (user + sys) and peak RSS are recorded.

@@ -233,3 +233,62 @@ fn a_busy_directory_this_plan_does_not_use_is_left_alone_not_waited_for() {
     first.expect_code(0);
     assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), data(8, 2 << 20));
 }
+
+/// An origin that caps each connection: the default parallelism grows past 8
+/// because each step raises the throughput; a given `--parallelism` is never exceeded.
+#[test]
+fn the_default_parallelism_grows_on_a_capped_origin_and_a_given_one_is_fixed() {
+    let server = FaultServer::start();
+    let names: Vec<String> = (0..48).map(|i| format!("/j{i:02}.jar")).collect();
+    for (i, name) in names.iter().enumerate() {
+        server.put(name, data(i as u64, 128 * 1024));
+        // 1 MiB/s per connection: 8 at once take 0.75 s for these 48.
+        server.always(name, Fault::Paced(1 << 20));
+    }
+    let jars: Vec<String> = names.iter().map(|n| server.url(n)).collect();
+    let peers = |server: &FaultServer| {
+        server
+            .requests()
+            .iter()
+            .map(|r| r.peer)
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    let fixed = Sandbox::new();
+    fixed
+        .fetch()
+        .args(["--jars", &jars.join(","), "--parallelism", "8"])
+        .run()
+        .expect_code(0);
+    let with_fixed = peers(&server);
+    assert!(
+        with_fixed <= 8,
+        "--parallelism 8 used {with_fixed} connections"
+    );
+
+    let grown = Sandbox::new();
+    let out = grown
+        .fetch()
+        .global(["-v"])
+        .args(["--jars", &jars.join(",")])
+        .run();
+    out.expect_code(0);
+    let with_default = peers(&server) - with_fixed;
+    assert!(
+        with_default > 8,
+        "the default parallelism stayed at {with_default} connections on a capped origin:\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("throughput grew with 8 transfers at once: allowing 16"),
+        "{}",
+        out.stderr
+    );
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            std::fs::read(grown.jar(&name[1..])).unwrap(),
+            data(i as u64, 128 * 1024)
+        );
+    }
+}

@@ -54,6 +54,9 @@ pub enum Fault {
     /// object and K of those bytes, then nothing until [`FaultServer::release`]
     /// (then closes): a client that stops at the announced size never waits.
     GrowsPast(usize),
+    /// Send the body at this many bytes per second (in 8 KiB steps): an origin
+    /// that caps each connection.
+    Paced(u64),
 }
 
 /// A request as the server saw it. Header names are lower-case.
@@ -67,6 +70,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// When its head had been read.
     pub at: Instant,
+    /// The client's address: one per connection.
+    pub peer: Option<SocketAddr>,
 }
 
 impl Request {
@@ -267,11 +272,13 @@ struct Reply {
 }
 
 async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
+    let peer = stream.peer_addr().ok();
     let mut conn = BufReader::new(stream);
     loop {
-        let Some(req) = read_request(&mut conn).await else {
+        let Some(mut req) = read_request(&mut conn).await else {
             return;
         };
+        req.peer = peer;
         let close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -323,9 +330,19 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             Some(Fault::GrowsPast(k)) if reply.status == 206 => body.len().saturating_sub(k),
             _ => body.len(),
         };
-        if out.write_all(head.as_bytes()).await.is_err()
-            || out.write_all(&body[..cut]).await.is_err()
-        {
+        if out.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        if let Some(Fault::Paced(rate)) = fault {
+            let started = tokio::time::Instant::now();
+            for (i, step) in body[..cut].chunks(8 << 10).enumerate() {
+                let due = Duration::from_secs_f64((i * (8 << 10)) as f64 / rate as f64);
+                tokio::time::sleep_until(started + due).await;
+                if out.write_all(step).await.is_err() || out.flush().await.is_err() {
+                    return;
+                }
+            }
+        } else if out.write_all(&body[..cut]).await.is_err() {
             return;
         }
         let _ = out.flush().await;
@@ -497,6 +514,7 @@ async fn read_request(conn: &mut BufReader<TcpStream>) -> Option<Request> {
         path,
         headers,
         at: Instant::now(),
+        peer: None,
     })
 }
 
