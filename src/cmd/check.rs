@@ -283,7 +283,14 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
         ),
         (
             &table::PARALLELISM,
-            s.parallelism.to_string(),
+            if s.parallelism_max > s.parallelism {
+                format!(
+                    "{} to start, up to {} while throughput grows",
+                    s.parallelism, s.parallelism_max
+                )
+            } else {
+                s.parallelism.to_string()
+            },
             from(&table::PARALLELISM),
         ),
         (

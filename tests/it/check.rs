@@ -156,6 +156,13 @@ fn check_lists_every_setting_with_its_origin() {
     out.expect_code(0);
     assert_setting(&out, "retries", "2", "SPARK_LOCALIZER_RETRIES");
     assert_setting(&out, "parallelism", "3", "--parallelism");
+    // Given, it is fixed; by default it may grow.
+    assert!(!setting(&out, "parallelism").contains("up to"), "{out}");
+    let out = sb.check().run();
+    assert!(
+        setting(&out, "parallelism").contains("8 to start, up to 32 while throughput grows"),
+        "{out}"
+    );
     assert_setting(&out, "retry delay", "1ms", "--retry-delay");
     assert_setting(&out, "stall timeout", "30.0s", "default");
     for name in [
