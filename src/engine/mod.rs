@@ -1,8 +1,8 @@
 //! The fetch engine localizes a plan in phases over one [`RunState`]: lock and
 //! prepare the destination directories, sweeping partials and forgetting what the
 //! plan dropped ([`dirs`]); keep files an earlier run left that still verify
-//! ([`reuse`]); order the rest largest first and run them with bounded parallelism
-//! under the deadline and the stop signal ([`schedule`]); unpack archives and
+//! ([`reuse`]); run the rest in declared order with a parallelism that finds its
+//! level ([`adapt`]) under the deadline and the stop signal ([`schedule`]); unpack archives and
 //! publish staging bundles ([`archives`]). Moving one artifact's bytes is
 //! [`transfer`]'s job (large objects in parallel ranges: [`ranged`]). Outcomes carry
 //! a failure kind, never an exit code.
@@ -48,8 +48,8 @@ pub(crate) struct Run {
 /// Localizes every artifact of `plan`; returns one outcome per artifact, in plan order.
 ///
 /// The phases run in turn over one [`RunState`]: lock and prepare the destination
-/// directories, keep what an earlier run left that still verifies, order the rest
-/// largest first, transfer them, then unpack archives and staging bundles. The
+/// directories, keep what an earlier run left that still verifies, transfer the
+/// rest in declared order, then unpack archives and staging bundles. The
 /// deadline or the stop signal ends the run between phases (and each transfer
 /// within its own task).
 pub(crate) async fn run(

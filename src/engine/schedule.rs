@@ -89,7 +89,7 @@ async fn transfer_task(
 ) -> Outcome {
     let started = Instant::now();
     let so_far = transfer::SoFar::new(opts.retry);
-    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, None, &so_far);
+    let work = transfer::fetch_one(index, &artifact, &sources, &opts, &reporter, &so_far);
     let outcome = tokio::select! {
         biased;
         () = cancelled(&opts.cancel) => so_far.failed(Stop::Interrupted.outcome(&artifact, &opts)),

@@ -92,8 +92,6 @@ struct Transfer {
     expected: Option<u64>,
     /// Whether the reporter was told this transfer started.
     started: bool,
-    /// The size learned before the transfer (a probe), if any.
-    probed: Option<u64>,
     /// Parallel ranges failed to give one version: fetch as one stream.
     one_stream: bool,
 }
@@ -145,7 +143,6 @@ pub(super) async fn fetch_one(
     sources: &Sources,
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
-    size: Option<u64>,
     so_far: &SoFar,
 ) -> Outcome {
     if !matches!(artifact.target, Target::Fetch { .. }) {
@@ -158,7 +155,7 @@ pub(super) async fn fetch_one(
             retries: 0,
             ..opts.retry
         });
-        let outcome = fetch_from(id, artifact, &mirror, opts, reporter, size, &once).await;
+        let outcome = fetch_from(id, artifact, &mirror, opts, reporter, &once).await;
         let Some(failure) = &outcome.failure else {
             return Outcome {
                 mirror: Some(Mirrored::Served),
@@ -185,7 +182,7 @@ pub(super) async fn fetch_one(
     let source = sources
         .get(artifact.scheme)
         .expect("fetched schemes have a source");
-    let outcome = fetch_from(id, artifact, &source, opts, reporter, size, so_far).await;
+    let outcome = fetch_from(id, artifact, &source, opts, reporter, so_far).await;
     Outcome {
         mirror: fell_back.map(Mirrored::FellBack),
         ..outcome
@@ -200,7 +197,6 @@ async fn fetch_from(
     source: &Arc<dyn Source>,
     opts: &Options,
     reporter: &Arc<dyn Reporter>,
-    size: Option<u64>,
     so_far: &SoFar,
 ) -> Outcome {
     let Target::Fetch { path, .. } = &artifact.target else {
@@ -220,7 +216,6 @@ async fn fetch_from(
         resumable: false,
         expected: None,
         started: false,
-        probed: size,
         one_stream: false,
     };
     let attempts =
@@ -506,7 +501,7 @@ async fn open(
         transfer.expected = body.meta.size;
     }
     if !transfer.started {
-        reporter.start(id, &artifact.name, transfer.expected.or(transfer.probed));
+        reporter.start(id, &artifact.name, transfer.expected);
         transfer.started = true;
     }
     transfer.validator = body.meta.validator.clone();
