@@ -176,9 +176,9 @@ async fn run_doctor(
     failed_probes: usize,
 ) -> DoctorRun {
     let context = doctor::Context::of(&settings);
-    let mut _downloaded = None;
-    let added = match doctor::added_by_earlier_fetch(&settings, plan) {
-        Some(added) => added,
+    // The temporary directory of a download lives until the diagnosis is done.
+    let (added, _downloaded) = match doctor::added_by_earlier_fetch(&settings, plan) {
+        Some(added) => (added, None),
         None if failed_probes > 0 => {
             return DoctorRun::not_run(
                 ExitCode::Ok,
@@ -189,11 +189,8 @@ async fn run_doctor(
         }
         None => {
             let options = engine_options(&settings, stop_on_signals());
-            match doctor::download((settings, options), sources).await {
-                Ok((added, tmp)) => {
-                    _downloaded = Some(tmp);
-                    added
-                }
+            match doctor::download(settings, options, sources).await {
+                Ok((added, tmp)) => (added, Some(tmp)),
                 Err((code, why)) => {
                     let why = crate::util::redact::scrub(&why);
                     return DoctorRun::not_run(

@@ -77,12 +77,9 @@ pub(crate) fn image_dir(
     }
 }
 
-/// How many `*.jar` entries `dir` holds.
+/// How many `*.jar` files `dir` holds (as the doctor will read them).
 fn count_jars(dir: &Path) -> std::io::Result<usize> {
-    Ok(std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .filter(|e| is_jar(&e.file_name().to_string_lossy()))
-        .count())
+    Ok(crate::doctor::image::jar_paths(dir)?.len())
 }
 
 /// `--spark-jars` as the user spelled it: `--doctor-jars` is its alias.
@@ -100,7 +97,6 @@ fn spark_jars_named(named: String) -> String {
 
 /// The doctor's input besides the jars: the properties naming classes, and the
 /// properties' `spark.jars` entries this run does not localize.
-#[derive(Default)]
 pub(crate) struct Context {
     properties: Vec<(String, String)>,
     uninspected: Vec<String>,
@@ -108,36 +104,33 @@ pub(crate) struct Context {
 
 impl Context {
     pub(crate) fn of(settings: &Settings) -> Context {
-        let (properties, uninspected) = from_properties(settings);
+        let Some(props) = &settings.properties else {
+            return Context {
+                properties: Vec::new(),
+                uninspected: Vec::new(),
+            };
+        };
+        let from_properties = settings
+            .jars
+            .iter()
+            .any(|d| matches!(d.origin, crate::origin::Origin::Properties { .. }));
+        let uninspected = if from_properties {
+            Vec::new()
+        } else {
+            props
+                .get("spark.jars")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty() && !settings.jars.iter().any(|d| d.uri == *u))
+                .map(crate::util::redact::redact_url)
+                .collect()
+        };
         Context {
-            properties,
+            properties: doctor::class_properties(props),
             uninspected,
         }
     }
-}
-
-fn from_properties(settings: &Settings) -> (Vec<(String, String)>, Vec<String>) {
-    let Some(props) = &settings.properties else {
-        return (Vec::new(), Vec::new());
-    };
-    let classes = doctor::class_properties(props);
-    let from_properties = settings
-        .jars
-        .iter()
-        .any(|d| matches!(d.origin, crate::origin::Origin::Properties { .. }));
-    let uninspected = if from_properties {
-        Vec::new()
-    } else {
-        props
-            .get("spark.jars")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty() && !settings.jars.iter().any(|d| d.uri == *u))
-            .map(crate::util::redact::redact_url)
-            .collect()
-    };
-    (classes, uninspected)
 }
 
 /// Runs the doctor over `added` (blocking work on the blocking pool).
@@ -312,7 +305,8 @@ pub(crate) fn added_by_earlier_fetch(settings: &Settings, plan: &Plan) -> Option
 /// limits as `fetch`; nothing is written in the output directories. Returns the
 /// added jars and the temporary directory (removed when dropped), or why not.
 pub(crate) async fn download(
-    (mut settings, options): (Settings, engine::Options),
+    mut settings: Settings,
+    options: engine::Options,
     sources: &Sources,
 ) -> Result<(Vec<AddedPath>, tempfile::TempDir), (crate::cmd::exit::ExitCode, String)> {
     use crate::cmd::exit::ExitCode;

@@ -54,13 +54,7 @@ impl Image {
     /// Reads every `*.jar` directly in `dir`, sorted by name. `Err` when `dir`
     /// cannot be listed.
     pub(crate) fn read(dir: &Path) -> Result<Image, String> {
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| e.to_string())?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")) && p.is_file())
-            .collect();
-        paths.sort();
+        let paths = jar_paths(dir).map_err(|e| e.to_string())?;
         let mut jars = Vec::new();
         let mut unreadable = Vec::new();
         for path in paths {
@@ -83,6 +77,17 @@ impl Image {
             versions,
         })
     }
+}
+
+/// The `*.jar` files directly in `dir`, sorted by name.
+pub(crate) fn jar_paths(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")) && p.is_file())
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 /// What the jars say of Spark, Scala and Hadoop.
