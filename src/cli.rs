@@ -476,6 +476,17 @@ pub(crate) struct SourceArgs {
     #[arg(long, env = env::HADOOP_CONF_DIR, value_name = "DIR")]
     pub hadoop_conf_dir: Option<PathBuf>,
 
+    /// A keytab (a mounted Secret) to obtain a Kerberos ticket with, in memory, for
+    /// hdfs:// and viewfs:// URIs of a Kerberos cluster (the Kerberos image only);
+    /// without it the ticket cache (KRB5CCNAME) is used [properties: spark.kerberos.keytab].
+    #[arg(long, env = env::KERBEROS_KEYTAB, value_name = "FILE")]
+    pub kerberos_keytab: Option<PathBuf>,
+
+    /// The Kerberos principal: the keytab's (else its first entry's) or the one to pick
+    /// from the ticket cache, e.g. spark@EXAMPLE.COM [properties: spark.kerberos.principal].
+    #[arg(long, env = env::KERBEROS_PRINCIPAL, value_name = "PRINCIPAL")]
+    pub kerberos_principal: Option<String>,
+
     /// A mounted Secret directory with `access-key`, `secret-key` and optional
     /// `session-token` for s3:// and s3a:// URIs; re-read on every request, so
     /// rotated credentials are picked up. Beats every other S3 credential source.

@@ -43,6 +43,8 @@ pub(crate) const S3_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_S3_CREDENTIALS_DIR"
 /// `--azure-credentials-dir`.
 pub(crate) const AZURE_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_AZURE_CREDENTIALS_DIR";
 pub(crate) const HADOOP_CONF_DIR: &str = "SPARK_LOCALIZER_HADOOP_CONF_DIR";
+pub(crate) const KERBEROS_KEYTAB: &str = "SPARK_LOCALIZER_KERBEROS_KEYTAB";
+pub(crate) const KERBEROS_PRINCIPAL: &str = "SPARK_LOCALIZER_KERBEROS_PRINCIPAL";
 pub(crate) const STAGING_URI: &str = "SPARK_LOCALIZER_STAGING_URI";
 pub(crate) const STAGING_JARS_ID: &str = "SPARK_LOCALIZER_STAGING_JARS_ID";
 pub(crate) const STAGING_FILES_ID: &str = "SPARK_LOCALIZER_STAGING_FILES_ID";
@@ -254,9 +256,7 @@ pub(crate) mod hadoop {
     pub(crate) const TOKEN_FILE_LOCATION: &str = "HADOOP_TOKEN_FILE_LOCATION";
     /// The user of simple authentication (else the OS user), as hdfs-native reads it.
     pub(crate) const USER_NAME: &str = "HADOOP_USER_NAME";
-    /// The Kerberos ticket cache (the glibc image variant only).
-    // Read by hdfs-native (libgssapi) only; named here for docs/reference/environment.md.
-    #[allow(dead_code)]
+    /// The Kerberos ticket cache (the glibc image variant only), when no keytab is given.
     pub(crate) const KRB5CCNAME: &str = "KRB5CCNAME";
 }
 

@@ -342,6 +342,7 @@ fn build_sources(settings: &Settings, plan: &Plan, problems: &mut Problems) -> O
         HdfsSettings::load(
             settings.hadoop_conf_dir.clone(),
             settings.properties.as_ref(),
+            settings.kerberos.clone(),
         )
         .and_then(|hs| HdfsSource::new(&hs, hdfs_uris, settings.http.connect_timeout))
         .map_err(&mut report)

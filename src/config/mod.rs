@@ -88,6 +88,8 @@ pub(crate) struct Settings {
     pub azure: crate::cloud::azure::AzureSettings,
     /// `--hadoop-conf-dir` and where it was given (HDFS reads it only when needed).
     pub hadoop_conf_dir: Option<(PathBuf, String)>,
+    /// The keytab and principal for Kerberos HDFS.
+    pub kerberos: crate::source::hdfs::kerberos::KerberosSettings,
     /// The properties file, parsed (for `spark.hadoop.*` keys).
     pub properties: Option<Properties>,
     /// The resource staging server and the bundles' secret files.
@@ -266,6 +268,7 @@ impl Settings {
                 .hadoop_conf_dir
                 .clone()
                 .map(|dir| (dir, layers.origin(&table::HADOOP_CONF_DIR).to_string())),
+            kerberos: kerberos_settings(&args.source, &layers),
             properties,
             staging,
             packages,
@@ -498,5 +501,36 @@ fn push_uris(out: &mut Vec<Declared>, list: &str, origin: &Origin) {
                 origin: origin.clone(),
             });
         }
+    }
+}
+
+/// `--kerberos-keytab` and `--kerberos-principal`, else Spark's keys.
+fn kerberos_settings(
+    source: &crate::cli::SourceArgs,
+    layers: &Layers,
+) -> crate::source::hdfs::kerberos::KerberosSettings {
+    use layers::Found;
+    let text = |found: Option<Found<String>>| match found {
+        Some(Found::Given(given)) => Some((given.value, given.origin.to_string(), false)),
+        Some(Found::Property(text)) => Some((text.value, text.origin.to_string(), true)),
+        None => None,
+    };
+    let keytab = text(
+        layers.find(
+            &table::KERBEROS_KEYTAB,
+            source
+                .kerberos_keytab
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+        ),
+    );
+    let principal = text(layers.find(
+        &table::KERBEROS_PRINCIPAL,
+        source.kerberos_principal.clone(),
+    ));
+    crate::source::hdfs::kerberos::KerberosSettings {
+        keytab_from_properties: keytab.as_ref().is_some_and(|k| k.2),
+        keytab: keytab.map(|(path, origin, _)| (PathBuf::from(path), origin)),
+        principal: principal.map(|(p, origin, _)| (p, origin)),
     }
 }

@@ -161,6 +161,18 @@ pub(crate) const AZURE_CREDENTIALS_DIR: Setting = setting(
 );
 pub(crate) const HADOOP_CONF_DIR: Setting =
     setting("hadoop conf", "hadoop_conf_dir", env::HADOOP_CONF_DIR, &[]);
+pub(crate) const KERBEROS_KEYTAB: Setting = setting(
+    "kerberos keytab",
+    "kerberos_keytab",
+    env::KERBEROS_KEYTAB,
+    &["spark.kerberos.keytab", "spark.yarn.keytab"],
+);
+pub(crate) const KERBEROS_PRINCIPAL: Setting = setting(
+    "kerberos principal",
+    "kerberos_principal",
+    env::KERBEROS_PRINCIPAL,
+    &["spark.kerberos.principal", "spark.yarn.principal"],
+);
 pub(crate) const PARALLELISM: Setting =
     setting("parallelism", "parallelism", env::PARALLELISM, &[]);
 pub(crate) const RETRIES: Setting = setting("retries", "retries", env::RETRIES, &[]);

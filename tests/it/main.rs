@@ -18,6 +18,7 @@ mod http_errors;
 mod image;
 mod integrity;
 mod jvm;
+mod kerberos;
 mod maven;
 mod mirror;
 mod nginx;

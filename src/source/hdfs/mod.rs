@@ -2,9 +2,11 @@
 //! (`scheme://authority`), configured from the Hadoop configuration directory
 //! and the properties file's `spark.hadoop.*` keys, with delegation tokens from
 //! `HADOOP_TOKEN_FILE_LOCATION` (checked here first) and, in the glibc build,
-//! Kerberos from the ticket cache (`KRB5CCNAME`).
+//! Kerberos from a keytab or the ticket cache (`KRB5CCNAME`), checked here first
+//! too ([`kerberos`]).
 
 pub(crate) mod conf;
+pub(crate) mod kerberos;
 pub(crate) mod replicas;
 pub(crate) mod token;
 
@@ -17,6 +19,7 @@ use hdfs_native::{Client, ClientBuilder, HdfsError};
 use url::Url;
 
 use self::conf::HadoopConf;
+use self::kerberos::{Identity, KerberosSettings};
 use super::{Body, FaultKind, Meta, OpenRequest, Probe, Source, SourceError};
 
 /// The environment variable naming the delegation-token file.
@@ -28,6 +31,8 @@ pub(crate) struct HdfsSettings {
     pub conf: HadoopConf,
     /// The delegation-token file and the tokens it holds.
     pub tokens: Option<(PathBuf, Vec<token::TokenInfo>)>,
+    /// The keytab and principal for Kerberos (else the ticket cache).
+    pub kerberos: KerberosSettings,
 }
 
 impl HdfsSettings {
@@ -35,8 +40,10 @@ impl HdfsSettings {
     pub(crate) fn load(
         conf_dir: Option<(PathBuf, String)>,
         props: Option<&crate::properties::Properties>,
+        mut kerberos: KerberosSettings,
     ) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
+        kerberos::validate(&mut kerberos, &mut problems);
         let conf = HadoopConf::load(conf_dir, props).unwrap_or_else(|e| {
             problems.push(e);
             HadoopConf::default()
@@ -55,7 +62,11 @@ impl HdfsSettings {
                 }
             });
         if problems.is_empty() {
-            Ok(HdfsSettings { conf, tokens })
+            Ok(HdfsSettings {
+                conf,
+                tokens,
+                kerberos,
+            })
         } else {
             Err(problems)
         }
@@ -88,12 +99,16 @@ struct Cluster {
     /// The configuration overrides its client was built with (for `check`'s
     /// direct questions to each NameNode).
     config: BTreeMap<String, String>,
+    /// Whether it is reached with Kerberos (no delegation token for it).
+    kerberos: bool,
 }
 
 #[derive(Default)]
 pub(crate) struct HdfsSource {
     clusters: BTreeMap<String, Cluster>,
     auth: String,
+    /// The Kerberos login, when a cluster needs Kerberos: who, or why not.
+    login: Option<Result<Identity, String>>,
     /// How long the NameNode calls of one request may take, failovers included.
     rpc_timeout: std::time::Duration,
     /// The Hadoop configuration directory and where it was named.
@@ -151,22 +166,33 @@ impl HdfsSource {
         let mut clusters = BTreeMap::new();
         let tokens: &[token::TokenInfo] = settings.tokens.as_ref().map_or(&[], |(_, t)| t);
         let kerberos = settings.conf.kerberos();
+        let mut seen = std::collections::BTreeSet::new();
+        let uris: Vec<&Url> = uris
+            .into_iter()
+            .filter(|uri| seen.insert(cluster_of(uri)))
+            .collect();
         // Clusters that need Kerberos: no HDFS delegation token for them.
-        let mut needs_kerberos = Vec::new();
+        let needs_kerberos: Vec<String> = uris
+            .iter()
+            .filter(|uri| {
+                let host = uri.host_str().unwrap_or_default();
+                let is_service = !settings.conf.namenodes(host).is_empty();
+                kerberos
+                    && !tokens
+                        .iter()
+                        .any(|t| t.serves(host, uri.port(), is_service))
+            })
+            .map(|uri| cluster_of(uri))
+            .collect();
+        // Who the client is, found out once (a keytab's ticket is obtained here).
+        let login = (!needs_kerberos.is_empty() && kerberos_available())
+            .then(|| kerberos::login(&settings.kerberos, rpc_timeout));
+        let identity = login.as_ref().and_then(|l| l.as_ref().ok());
         for uri in uris {
             let key = cluster_of(uri);
-            if clusters.contains_key(&key) {
-                continue;
-            }
             let host = uri.host_str().unwrap_or_default();
             let is_service = !settings.conf.namenodes(host).is_empty();
-            if kerberos
-                && !tokens
-                    .iter()
-                    .any(|t| t.serves(host, uri.port(), is_service))
-            {
-                needs_kerberos.push(key.clone());
-            }
+            let uses_kerberos = needs_kerberos.contains(&key);
             for (id, addr) in settings.conf.namenodes(host) {
                 let port = addr
                     .rsplit_once(':')
@@ -177,9 +203,10 @@ impl HdfsSource {
                     ));
                 }
             }
-            match client_for(settings, &key, host) {
+            match client_for(settings, &key, host, identity.filter(|_| uses_kerberos)) {
                 Ok((client, config)) => {
                     let namenodes = settings.conf.namenodes(host);
+                    let kerberos = kerberos.then_some(identity);
                     let (user, notes) = who(&key, host, uri.port(), is_service, tokens, kerberos);
                     for note in &notes {
                         tracing::warn!("{note}");
@@ -192,6 +219,7 @@ impl HdfsSource {
                             user,
                             notes,
                             config,
+                            kerberos: uses_kerberos,
                         },
                     );
                 }
@@ -216,13 +244,18 @@ impl HdfsSource {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            (None, true) => "Kerberos ticket cache (KRB5CCNAME)".to_owned(),
+            (None, true) => match &login {
+                Some(Ok(identity)) => format!("Kerberos: {}", identity.describe()),
+                Some(Err(e)) => format!("Kerberos, but the login failed: {e}"),
+                None => "Kerberos (a keytab, else the ticket cache)".to_owned(),
+            },
             (None, false) => "simple (HADOOP_USER_NAME or the OS user)".to_owned(),
         };
         if problems.is_empty() {
             Ok(HdfsSource {
                 clusters,
                 auth,
+                login,
                 rpc_timeout,
                 conf_dir: settings
                     .conf
@@ -243,6 +276,12 @@ impl HdfsSource {
                 format!("{}: cluster not configured", cluster_of(uri)),
             )
         })?;
+        if let (true, Some(Err(e))) = (c.kerberos, &self.login) {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{}: {e}", crate::util::redact::redact_url(uri.as_str())),
+            ));
+        }
         let path = percent_encoding::percent_decode_str(uri.path())
             .decode_utf8()
             .map_err(|_| SourceError::new(FaultKind::Refused, format!("{uri}: path is not UTF-8")))?
@@ -279,6 +318,7 @@ fn client_for(
     settings: &HdfsSettings,
     key: &str,
     host: &str,
+    identity: Option<&Identity>,
 ) -> Result<(Client, BTreeMap<String, String>), String> {
     // hdfs-native fails over 15 times with sleeps growing to 15 s (minutes
     // against a dead NameNode): a few quick rounds, then the engine's
@@ -298,6 +338,19 @@ fn client_for(
         .with_config(config.clone());
     if let Some((dir, _)) = &settings.conf.dir {
         builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
+    }
+    // A keytab's ticket is in the in-memory cache the login filled: hand
+    // hdfs-native that cache with the keytab (to renew from) and the principal.
+    if let Some(Identity {
+        principal,
+        keytab: Some(keytab),
+        ..
+    }) = identity
+    {
+        builder = builder
+            .with_kerberos_principal(principal.clone())
+            .with_kerberos_keytab(keytab.to_string_lossy().into_owned())
+            .with_kerberos_cache(kerberos::MEMORY_CACHE.to_owned());
     }
     let e = match builder.build() {
         Ok(client) => return Ok((client, config)),
@@ -330,7 +383,7 @@ fn who(
     port: Option<u16>,
     is_service: bool,
     tokens: &[token::TokenInfo],
-    kerberos: bool,
+    kerberos: Option<Option<&Identity>>,
 ) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let token = tokens.iter().find(|t| t.serves(host, port, is_service));
@@ -340,8 +393,11 @@ fn who(
             t.owner.as_deref().unwrap_or("?"),
             t.service
         ),
-        (None, true) => "the principal of the Kerberos ticket cache (KRB5CCNAME)".to_owned(),
-        (None, false) => match std::env::var(crate::env_vars::hadoop::USER_NAME) {
+        (None, Some(Some(identity))) => format!("{} (Kerberos)", identity.principal),
+        (None, Some(None)) => {
+            "the Kerberos principal (a keytab's, else the ticket cache's)".to_owned()
+        }
+        (None, None) => match std::env::var(crate::env_vars::hadoop::USER_NAME) {
             Ok(user) if !user.is_empty() => format!(
                 "{user} ({}; simple authentication)",
                 crate::env_vars::hadoop::USER_NAME
@@ -484,10 +540,15 @@ impl Source for HdfsSource {
                                 )
                             } else {
                                 let tried = watched.failed_datanodes();
+                                let token = if tried.iter().any(|t| t.contains("access token")) {
+                                    "; the DataNodes refused the block access token the NameNode issued: the cluster's NameNode and DataNodes disagree on block keys, or the token expired (a cluster problem, for its admins)"
+                                } else {
+                                    ""
+                                };
                                 SourceError::new(
                                     FaultKind::Transient,
                                     format!(
-                                        "{shown}:{} no DataNode holding it could serve it{}",
+                                        "{shown}:{} no DataNode holding it could serve it{}{token}",
                                         block.as_deref().unwrap_or(" a block:"),
                                         if tried.is_empty() {
                                             String::new()
@@ -611,7 +672,10 @@ fn fault_of(e: &HdfsError) -> FaultKind {
             FaultKind::Auth
         }
         HdfsError::RPCError(class, _) | HdfsError::FatalRPCError(class, _) => {
-            if class.ends_with("AccessControlException") || class.ends_with("InvalidToken") {
+            if class.ends_with("AccessControlException")
+                || class.ends_with("InvalidToken")
+                || class.ends_with("SaslException")
+            {
                 FaultKind::Auth
             } else if class.ends_with("FileNotFoundException") {
                 FaultKind::NotFound
@@ -665,9 +729,19 @@ fn classify(c: &Cluster, uri: &Url, e: HdfsError) -> SourceError {
             format!("{shown}: {}: {}", describe(&e), NO_KERBEROS)
         }
         HdfsError::GSSAPIError(_, _, message) => format!(
-            "{shown}: Kerberos authentication to {tried} failed ({}): run kinit or mount a ticket cache (KRB5CCNAME), or give a delegation token (HADOOP_TOKEN_FILE_LOCATION)",
+            "{shown}: Kerberos authentication to {tried} failed: {} ({})",
+            kerberos::hint(message),
             crate::util::redact::scrub(message)
         ),
+        HdfsError::RPCError(class, message) | HdfsError::FatalRPCError(class, message)
+            if class.ends_with("SaslException") =>
+        {
+            format!(
+                "{shown}: {tried} refused the Kerberos ticket: {} ({class}: {})",
+                kerberos::hint(message),
+                crate::util::redact::scrub(message)
+            )
+        }
         HdfsError::IOError(_) | HdfsError::RPCError(..) | HdfsError::FatalRPCError(..) => {
             format!("{shown}: {tried}: {}", describe(&e))
         }

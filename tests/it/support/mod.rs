@@ -5,6 +5,7 @@ pub mod aws_creds;
 pub mod cloud;
 pub mod cut_proxy;
 pub mod hdfs;
+pub mod kdc;
 pub mod nginx;
 pub mod pki;
 pub mod registry;
@@ -104,6 +105,18 @@ impl Outcome {
     #[track_caller]
     pub fn expect_code(&self, code: i32) -> &Self {
         assert_eq!(self.code, Some(code), "unexpected exit code\n{self}");
+        self
+    }
+
+    /// Panics unless stdout or stderr contains `needle` (ASCII case-insensitive).
+    #[track_caller]
+    pub fn expect_stdout_or_stderr(&self, needle: &str) -> &Self {
+        let needle_lower = needle.to_lowercase();
+        assert!(
+            self.stdout.to_lowercase().contains(&needle_lower)
+                || self.stderr.to_lowercase().contains(&needle_lower),
+            "output lacks {needle:?}\n{self}"
+        );
         self
     }
 

@@ -1,0 +1,302 @@
+//! Kerberos-secured HDFS against a real MIT KDC (`support::kdc`): the test HDFS's
+//! NameNode accepts only Kerberos (GSSAPI through Hadoop's SASL, the service key
+//! from its keytab) and its DataNodes only reads with a valid block token. The
+//! glibc test binary authenticates with a ticket cache, a keytab given by flag, or
+//! Spark's `spark.kerberos.*` keys; every way of failing (expired ticket, stale
+//! keytab, clock skew, no KDC, a KDC that never answers) ends in a clear error,
+//! exit 3, nothing published. The Kerberos image runs the same under podman in
+//! `image.rs`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::hdfs::TestHdfs;
+use crate::support::kdc::{kdc, Kdc, NAMENODE, USER};
+use crate::support::{data, s, Sandbox};
+
+const JAR: &str = "/apps/libs/celeborn-client.jar";
+const BLOCK_KEY: &str = "block-key-1";
+
+/// A Kerberos-only cluster serving `jar` as JAR (3 blocks), with block tokens.
+fn secure_hdfs(kdc: &Kdc, sb: &Sandbox, jar: &[u8], extra: serde_json::Value) -> Option<TestHdfs> {
+    let source = sb.write("hdfs-src.jar", jar);
+    let mut config = json!({
+        "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
+        "datanodes": [{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}],
+        "files": [{"path": JAR, "source": s(&source), "block_size": 1 << 20}],
+        "kerberos": {
+            "keytab": s(&kdc.namenode_keytab()),
+            "principal": NAMENODE,
+            "krb5_config": s(&kdc.krb5_conf()),
+        },
+        "block_token_key": BLOCK_KEY,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    TestHdfs::start(config)
+}
+
+/// core-site.xml of a Kerberos cluster, in the sandbox.
+fn secure_conf(sb: &Sandbox) -> String {
+    let dir = sb.root.join("hadoop-conf");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("core-site.xml"),
+        "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value></property></configuration>",
+    )
+    .unwrap();
+    s(&dir)
+}
+
+fn setup(extra: serde_json::Value) -> Option<(&'static Kdc, Sandbox, TestHdfs, Vec<u8>)> {
+    let kdc = kdc()?;
+    let sb = Sandbox::new();
+    let jar = data(211, (2 << 20) + 4321);
+    let hdfs = secure_hdfs(kdc, &sb, &jar, extra)?;
+    Some((kdc, sb, hdfs, jar))
+}
+
+/// `fetch` of the jar with the cluster's configuration, krb5.conf `krb5` and no
+/// ticket cache unless the test names one.
+fn fetch<'a>(sb: &'a Sandbox, hdfs: &TestHdfs, krb5: &Path) -> crate::support::Run<'a> {
+    sb.fetch()
+        .env("KRB5_CONFIG", &s(krb5))
+        .env(
+            "KRB5CCNAME",
+            &format!("FILE:{}", s(&sb.root.join("no-such-cache"))),
+        )
+        .args(["--hadoop-conf-dir", &secure_conf(sb)])
+        .args(["--retries", "0", "--deadline", "60s"])
+        .args(["--jars", &format!("{}{JAR}", hdfs.url())])
+}
+
+#[track_caller]
+fn assert_nothing_published(sb: &Sandbox) {
+    assert!(!sb.jar("celeborn-client.jar").exists());
+    assert!(!sb.jars.join("classpath").exists());
+}
+
+#[test]
+fn a_ticket_cache_from_kinit_localizes_the_jar() {
+    let Some((kdc, sb, hdfs, jar)) = setup(json!({})) else {
+        return;
+    };
+    let cache = sb.root.join("krb5cc");
+    kdc.kinit(&cache, None);
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+    assert!(sb.classpath().contains("celeborn-client.jar"));
+    // The NameNode saw alice through GSSAPI; the DataNodes got valid block tokens.
+    assert!(
+        !hdfs
+            .log_lines(&format!("Kerberos: authenticated {USER}"))
+            .is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+    assert!(hdfs.log_lines("access token refused").is_empty());
+    assert!(!hdfs.log_lines("sent blk_").is_empty(), "{}", hdfs.stderr());
+
+    // check names the principal and when its ticket expires, never key material.
+    let out = sb
+        .check()
+        .env("KRB5_CONFIG", &s(&kdc.krb5_conf()))
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .args(["--hadoop-conf-dir", &secure_conf(&sb)])
+        .args(["--jars", &format!("{}{JAR}", hdfs.url())])
+        .run();
+    out.expect_code(0)
+        .expect_stdout_or_stderr(&format!("Kerberos: {USER} (ticket cache FILE:"))
+        .expect_stdout_or_stderr("ticket valid until");
+}
+
+#[test]
+fn a_keytab_gets_its_own_ticket_in_memory_without_a_writable_cache() {
+    let Some((kdc, sb, hdfs, jar)) = setup(json!({})) else {
+        return;
+    };
+    // KRB5CCNAME names a file in a directory that does not exist: nothing can be
+    // written, nothing is read; the keytab's ticket lives in memory.
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .args(["--kerberos-principal", USER])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+    assert!(!sb.root.join("no-such-cache").exists());
+    assert!(!hdfs.log_lines(&format!("authenticated {USER}")).is_empty());
+
+    // The env twins, and no principal: the keytab's first entry.
+    let sb2 = Sandbox::new();
+    let out = fetch(&sb2, &hdfs, &kdc.krb5_conf())
+        .env("SPARK_LOCALIZER_KERBEROS_KEYTAB", &s(&kdc.user_keytab()))
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb2.jar("celeborn-client.jar")).unwrap(), jar);
+
+    let out = sb
+        .check()
+        .env("KRB5_CONFIG", &s(&kdc.krb5_conf()))
+        .args(["--hadoop-conf-dir", &secure_conf(&sb)])
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .args(["--jars", &format!("{}{JAR}", hdfs.url())])
+        .run();
+    out.expect_code(0).expect_stdout_or_stderr(&format!(
+        "Kerberos: {USER} (keytab {} from --kerberos-keytab), ticket valid until",
+        s(&kdc.user_keytab())
+    ));
+}
+
+#[test]
+fn sparks_kerberos_keys_in_the_properties_file_are_used() {
+    let Some((kdc, sb, hdfs, jar)) = setup(json!({})) else {
+        return;
+    };
+    let props = sb.write(
+        "spark.properties",
+        format!(
+            "spark.kerberos.keytab={}\nspark.kerberos.principal={USER}\n",
+            s(&kdc.user_keytab())
+        ),
+    );
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--properties-file", &s(&props)])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+
+    // A keytab the properties name but this container lacks (Spark reads it on the
+    // submitting machine): a warning, and the ticket cache is used instead.
+    let cache = sb.root.join("krb5cc");
+    kdc.kinit(&cache, None);
+    let props = sb.write(
+        "spark2.properties",
+        "spark.kerberos.keytab=/home/submitter/alice.keytab\n",
+    );
+    let sb2 = Sandbox::new();
+    let out = fetch(&sb2, &hdfs, &kdc.krb5_conf())
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .args(["--properties-file", &s(&props)])
+        .run();
+    out.expect_code(0)
+        .expect_stderr("spark.kerberos.keytab in")
+        .expect_stderr("does not exist in this container");
+    assert_eq!(std::fs::read(sb2.jar("celeborn-client.jar")).unwrap(), jar);
+}
+
+#[test]
+fn an_expired_ticket_is_named_and_nothing_is_published() {
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let cache = sb.root.join("krb5cc");
+    kdc.kinit(&cache, Some("2s"));
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .run();
+    out.expect_code(3)
+        .expect_stderr("tickets in the ticket cache FILE:")
+        .expect_stderr("have expired: run kinit again");
+    assert_nothing_published(&sb);
+    // No ticket reached the NameNode.
+    assert!(hdfs.log_lines("authenticated").is_empty());
+}
+
+#[test]
+fn a_stale_keytab_is_refused_by_the_kdc_and_named() {
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.stale_keytab())])
+        .args(["--kerberos-principal", USER])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("the KDC does not accept the key in the keytab")
+        .expect_stderr("Preauthentication failed");
+    assert_nothing_published(&sb);
+
+    // Not a keytab at all: a configuration error before any traffic.
+    let bogus = sb.write("bogus.keytab", "not a keytab");
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&bogus)])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("--kerberos-keytab")
+        .expect_stderr("is not a keytab");
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&sb.root.join("missing.keytab"))])
+        .run();
+    out.expect_code(2).expect_stderr("cannot read keytab");
+    assert_nothing_published(&sb);
+}
+
+#[test]
+fn a_kdc_whose_clock_is_two_hours_ahead_is_named_as_clock_skew() {
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    // libkrb5 follows the KDC's clock for its own requests (kdc_timesync), so the
+    // ticket is issued; the NameNode, on the true time, refuses it.
+    let out = fetch(&sb, &hdfs, &kdc.skewed_krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("refused the Kerberos ticket")
+        .expect_stderr("clocks of this pod, the KDC and the NameNode disagree");
+    assert_nothing_published(&sb);
+    assert!(!hdfs.log_lines("Kerberos authentication failed").is_empty());
+}
+
+#[test]
+fn an_unreachable_or_silent_kdc_fails_within_the_connect_timeout() {
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let out = fetch(&sb, &hdfs, &kdc.unreachable_krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("no KDC of the realm answered")
+        .expect_stderr("Cannot contact any KDC");
+    assert_nothing_published(&sb);
+
+    // A KDC that accepts the connection and never answers: libkrb5 alone would
+    // wait about half a minute.
+    let out = fetch(&sb, &hdfs, &kdc.silent_krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .args(["--connect-timeout", "2s"])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("no answer from the KDC within 2.0s (--connect-timeout)");
+    assert!(out.elapsed < Duration::from_secs(10), "{out}");
+    assert_nothing_published(&sb);
+}
+
+#[test]
+fn a_datanode_that_cannot_verify_the_block_token_refuses_the_read() {
+    // The NameNode signs block tokens with a key the DataNodes no longer hold.
+    let Some((kdc, sb, hdfs, _)) = setup(json!({"block_token_key_seen_by_datanodes": "rolled"}))
+    else {
+        return;
+    };
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("Got access token error")
+        .expect_stderr("refused the block access token the NameNode issued");
+    assert!(
+        !hdfs.log_lines("access token refused").is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+    assert_nothing_published(&sb);
+}
