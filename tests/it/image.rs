@@ -2,7 +2,8 @@
 //! budgets (statically linked, under 16 MiB, `--version` in an empty chroot); the
 //! static image (`FROM scratch`: the binary and a CA bundle) fetching over HTTP and
 //! HTTPS into a host directory as UID 65532; the Kerberos-capable glibc image loading
-//! libgssapi where the static one refuses.
+//! libgssapi where the static one refuses, and authenticating to a Kerberos-only
+//! NameNode against a real KDC with a mounted ticket cache or keytab.
 //!
 //! The static binary is the file named by `SPARK_LOCALIZER_STATIC_BIN` (scripts/test.sh
 //! builds it with `images/build-static.sh` before `cargo test`); without it these tests
@@ -510,7 +511,7 @@ fn the_kerberos_image_loads_gssapi_where_the_static_image_refuses() {
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(3), "{shown}");
     assert!(
-        shown.contains("Kerberos ticket cache (KRB5CCNAME)"),
+        shown.contains("Kerberos, but the login failed") && shown.contains("run kinit"),
         "{shown}"
     );
     assert!(!shown.contains("cannot load libgssapi"), "{shown}");
@@ -567,4 +568,113 @@ fn the_kerberos_image_loads_gssapi_where_the_static_image_refuses() {
         "{shown}"
     );
     assert!(!jars.path().join("a.jar").exists());
+}
+
+#[test]
+fn the_kerberos_image_localizes_with_a_mounted_ticket_cache_or_keytab() {
+    let Some(kerberos_image) = kerberos_image() else {
+        return;
+    };
+    let Some(kdc) = crate::support::kdc::kdc() else {
+        return;
+    };
+    // What a pod mounts: krb5.conf (a ConfigMap), the Hadoop configuration, and a
+    // ticket cache or a keytab (Secrets), readable by UID 65532.
+    let mounts = shared_dir("sl-image-krb5-");
+    let m = mounts.path();
+    std::fs::copy(kdc.krb5_conf(), m.join("krb5.conf")).unwrap();
+    std::fs::create_dir_all(m.join("conf")).unwrap();
+    std::fs::write(
+        m.join("conf/core-site.xml"),
+        "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value></property></configuration>",
+    )
+    .unwrap();
+    kdc.kinit(&m.join("krb5cc"), None);
+    std::fs::copy(kdc.user_keytab(), m.join("alice.keytab")).unwrap();
+    for f in ["krb5.conf", "krb5cc", "alice.keytab", "conf/core-site.xml"] {
+        std::fs::set_permissions(m.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let jar = data(212, (1 << 20) + 777);
+    let source = m.join("source.jar");
+    std::fs::write(&source, &jar).unwrap();
+    let Some(hdfs) = crate::kerberos::secure_hdfs(kdc, &source, json!({})) else {
+        return;
+    };
+    let url = format!("{}{}", hdfs.url(), crate::kerberos::JAR);
+    let run = |jars: &Path, how: &[&str]| {
+        output(
+            podman_run()
+                .arg("-v")
+                .arg(format!(
+                    "{}:/etc/krb5.conf:ro",
+                    m.join("krb5.conf").display()
+                ))
+                .arg("-v")
+                .arg(format!("{}:/opt/hadoop/conf:ro", m.join("conf").display()))
+                .arg("-v")
+                .arg(format!("{}:/var/run/krb5:ro", m.display()))
+                .arg("-v")
+                .arg(format!("{}:{JARS}", jars.display()))
+                .args(how)
+                .args([
+                    &kerberos_image,
+                    "fetch",
+                    "--no-progress",
+                    "--retries",
+                    "0",
+                    "--deadline",
+                    "60s",
+                    "--jars-dir",
+                    JARS,
+                    "--hadoop-conf-dir",
+                    "/opt/hadoop/conf",
+                    "--jars",
+                    &url,
+                ]),
+        )
+    };
+    // 1. The ticket cache `kinit -kt` made, mounted, named by KRB5CCNAME.
+    let jars = shared_dir("sl-image-krb5-jars-");
+    let out = run(jars.path(), &["-e", "KRB5CCNAME=FILE:/var/run/krb5/krb5cc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(jars.path().join("celeborn-client.jar")).unwrap(),
+        jar
+    );
+    // 2. The keytab: the image has no /tmp, so the ticket lives in memory.
+    let jars = shared_dir("sl-image-krb5-jars-");
+    let out = run(
+        jars.path(),
+        &[
+            "-e",
+            "SPARK_LOCALIZER_KERBEROS_KEYTAB=/var/run/krb5/alice.keytab",
+            "-e",
+            &format!(
+                "SPARK_LOCALIZER_KERBEROS_PRINCIPAL={}",
+                crate::support::kdc::USER
+            ),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(jars.path().join("celeborn-client.jar")).unwrap(),
+        jar
+    );
+    assert_eq!(
+        hdfs.log_lines(&format!("authenticated {}", crate::support::kdc::USER))
+            .len(),
+        2,
+        "{}",
+        hdfs.stderr()
+    );
+    // No ticket at all: MIT krb5's words from inside the image, nothing published.
+    let jars = shared_dir("sl-image-krb5-jars-");
+    let out = run(jars.path(), &[]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{shown}");
+    assert!(
+        shown.contains("No Kerberos credentials available"),
+        "{shown}"
+    );
+    assert!(!jars.path().join("celeborn-client.jar").exists());
 }

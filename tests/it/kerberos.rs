@@ -16,16 +16,15 @@ use crate::support::hdfs::TestHdfs;
 use crate::support::kdc::{kdc, Kdc, NAMENODE, USER};
 use crate::support::{data, s, Sandbox};
 
-const JAR: &str = "/apps/libs/celeborn-client.jar";
+pub(crate) const JAR: &str = "/apps/libs/celeborn-client.jar";
 const BLOCK_KEY: &str = "block-key-1";
 
 /// A Kerberos-only cluster serving `jar` as JAR (3 blocks), with block tokens.
-fn secure_hdfs(kdc: &Kdc, sb: &Sandbox, jar: &[u8], extra: serde_json::Value) -> Option<TestHdfs> {
-    let source = sb.write("hdfs-src.jar", jar);
+pub(crate) fn secure_hdfs(kdc: &Kdc, source: &Path, extra: serde_json::Value) -> Option<TestHdfs> {
     let mut config = json!({
         "namenodes": [{"name": "nn1", "port": 0, "state": "active"}],
         "datanodes": [{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}],
-        "files": [{"path": JAR, "source": s(&source), "block_size": 1 << 20}],
+        "files": [{"path": JAR, "source": s(source), "block_size": 1 << 20}],
         "kerberos": {
             "keytab": s(&kdc.namenode_keytab()),
             "principal": NAMENODE,
@@ -55,7 +54,7 @@ fn setup(extra: serde_json::Value) -> Option<(&'static Kdc, Sandbox, TestHdfs, V
     let kdc = kdc()?;
     let sb = Sandbox::new();
     let jar = data(211, (2 << 20) + 4321);
-    let hdfs = secure_hdfs(kdc, &sb, &jar, extra)?;
+    let hdfs = secure_hdfs(kdc, &sb.write("hdfs-src.jar", &jar), extra)?;
     Some((kdc, sb, hdfs, jar))
 }
 
