@@ -17,9 +17,11 @@ The files are found through $SPARK_LOCALIZER_TEST_HDFS_PROTOS (the crate's root
 or its src/proto) or else `cargo metadata`. Needs Python 3.11 and protobuf.
 """
 
+import base64
 import fcntl
 import hashlib
 import hmac
+import re
 import json
 import os
 import signal
@@ -408,6 +410,11 @@ class Cluster:
         # lets a test make the DataNodes check with another key (a rolled key).
         self.block_token_key = cfg.get("block_token_key")
         self.dn_block_token_key = cfg.get("block_token_key_seen_by_datanodes", self.block_token_key)
+        # dfs.data.transfer.protection=authentication: the DataNodes run SASL
+        # (DIGEST-MD5 with the block token) before any op and refuse ops without it.
+        self.dn_sasl = bool(cfg.get("data_transfer_protection", False))
+        if self.dn_sasl and self.block_token_key is None:
+            die("data_transfer_protection needs block_token_key")
         self.simple_sasl_reply = cfg.get("simple_sasl_reply", "success")
         if self.simple_sasl_reply not in ("success", "negotiate"):
             die("simple_sasl_reply must be \"success\" or \"negotiate\"")
@@ -613,10 +620,11 @@ class Acceptor:
         self.principal = cfg["principal"]  # e.g. nn/localhost@REALM
         service, _, rest = self.principal.partition("/")
         self.protocol, self.server_id = service, rest.split("@", 1)[0]
+        # hadoop.rpc.protection: authentication, integrity (every later frame signed)
+        # or privacy (every later frame encrypted).
         self.qop = cfg.get("qop", "authentication")
-        if self.qop != "authentication":
-            # integrity and privacy wrap every later RPC: not served (yet).
-            die("kerberos.qop: only \"authentication\" (hadoop.rpc.protection's default) is served")
+        if self.qop not in SASL_LAYERS:
+            die(f"kerberos.qop must be one of {list(SASL_LAYERS)}")
         name = gssapi.Name(self.principal, gssapi.NameType.kerberos_principal)
         try:
             self.creds = gssapi.Credentials(name=name, usage="accept", store={"keytab": cfg["keytab"]})
@@ -654,8 +662,15 @@ def read_vlong(buf, pos):
 
 
 def write_text(text):
+    """Text.writeString: a vint length, then UTF-8."""
     raw = text.encode()
     return write_vlong(len(raw)) + raw
+
+
+def write_string(text):
+    """WritableUtils.writeString: an int32 length, then UTF-8."""
+    raw = text.encode()
+    return struct.pack(">i", len(raw)) + raw
 
 
 def block_token(cluster, blk):
@@ -665,7 +680,7 @@ def block_token(cluster, blk):
         return pb.sec.TokenProto(identifier=b"", password=b"", kind="", service="")
     user = getattr(CONNECTION, "user", None) or "anonymous"
     expiry = int(time.time() * 1000) + 10 * 3600 * 1000
-    ident = (write_vlong(expiry) + write_vlong(1) + write_text(user) + write_text(cluster.pool_id)
+    ident = (write_vlong(expiry) + write_vlong(1) + write_string(user) + write_string(cluster.pool_id)
              + write_vlong(blk.id) + write_vlong(1) + write_text("READ"))
     password = hmac.new(cluster.block_token_key.encode(), ident, hashlib.sha1).digest()
     return pb.sec.TokenProto(identifier=ident, password=password, kind="HDFS_BLOCK_TOKEN", service="")
@@ -685,8 +700,8 @@ def check_block_token(cluster, token, block_id):
         expiry, pos = read_vlong(ident, 0)
         _, pos = read_vlong(ident, pos)
         for _ in range(2):
-            n, pos = read_vlong(ident, pos)
-            pos += n
+            (n,) = struct.unpack_from(">i", ident, pos)
+            pos += 4 + n
         token_block, pos = read_vlong(ident, pos)
     except (struct.error, IndexError, ValueError):
         return "Block token identifier cannot be parsed"
@@ -695,6 +710,54 @@ def check_block_token(cluster, token, block_id):
     if expiry < time.time() * 1000:
         return "Block token is expired"
     return None
+
+
+def block_token_password(key, identifier):
+    return hmac.new(key.encode(), identifier, hashlib.sha1).digest()
+
+
+class DigestServer:
+    """The DataNode's side of SASL DIGEST-MD5 (RFC 2831, md5-sess, qop auth) as
+    Hadoop's SaslDataTransferServer runs it: the user name is the block token's
+    identifier in base64, the password its HMAC password in base64."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.nonce = base64.b64encode(os.urandom(12)).decode()
+
+    def challenge(self):
+        return f'realm="0",nonce="{self.nonce}",qop="auth",charset=utf-8,algorithm=md5-sess'.encode()
+
+    @staticmethod
+    def fields(text):
+        out = {}
+        for m in re.finditer(r'([a-zA-Z0-9-]+)=("([^"]*)"|([^,]*))', text):
+            out[m.group(1)] = m.group(3) if m.group(3) is not None else m.group(4)
+        return out
+
+    def respond(self, response):
+        """(rspauth, None) for a valid response, else (None, why)."""
+        f = self.fields(response.decode("utf-8", "replace"))
+        for k in ("username", "realm", "nonce", "cnonce", "nc", "qop", "digest-uri", "response"):
+            if k not in f:
+                return None, f"DIGEST-MD5 response lacks {k}"
+        if f["nonce"] != self.nonce or f["qop"] != "auth":
+            return None, "DIGEST-MD5 response with a wrong nonce or qop"
+        try:
+            identifier = base64.b64decode(f["username"], validate=True)
+        except ValueError:
+            return None, "DIGEST-MD5 user name is not a base64 block token identifier"
+        key = self.cluster.dn_block_token_key or ""
+        password = base64.b64encode(block_token_password(key, identifier)).decode()
+        h = lambda b: hashlib.md5(b).digest()  # noqa: E731
+        a1 = h(f"{f['username']}:{f['realm']}:{password}".encode()) + f":{f['nonce']}:{f['cnonce']}".encode()
+        ha1 = h(a1).hex()
+
+        def digest(a2):
+            return h(f"{ha1}:{f['nonce']}:{f['nc']}:{f['cnonce']}:{f['qop']}:{h(a2.encode()).hex()}".encode()).hex()
+        if not hmac.compare_digest(digest(f"AUTHENTICATE:{f['digest-uri']}"), f["response"]):
+            return None, "DIGEST-MD5: the response does not match the block token's password (InvalidToken)"
+        return f"rspauth={digest(':' + f['digest-uri'])}".encode(), None
 
 
 # --------------------------------------------------------------------------
@@ -717,6 +780,12 @@ class NameNodeConnection:
         self.peer = peer
         self.rf = sock.makefile("rb", buffering=1 << 16)
         self.user = None
+        # After a Kerberos exchange with QOP integrity or privacy: the GSSAPI
+        # context every later frame is wrapped with (both ways), and what is unwrapped
+        # but not yet read.
+        self.wrap = None
+        self.privacy = False
+        self.inbuf = bytearray()
 
     def tag(self):
         return f"{self.nn['name']}({self.nn['state']}) {self.peer[0]}:{self.peer[1]}"
@@ -748,7 +817,15 @@ class NameNodeConnection:
         if detail is not None:
             h.errorDetail = detail
         body = delimited(h) + (delimited(message) if message is not None else b"")
-        self.sock.sendall(struct.pack(">I", len(body)) + body)
+        frame = struct.pack(">I", len(body)) + body
+        if self.wrap is not None:
+            # Hadoop's Server.wrapWithSasl: the whole response, wrapped, as a SASL WRAP.
+            S = pb.rpc.RpcSaslProto
+            token = self.wrap.wrap(frame, self.privacy).message
+            outer = delimited(R(callId=SASL_CALL_ID & 0xFFFFFFFF, status=R.SUCCESS, serverIpcVersionNum=IPC_VERSION))
+            outer += delimited(S(state=S.WRAP, token=token))
+            frame = struct.pack(">I", len(outer)) + outer
+        self.sock.sendall(frame)
 
     def fatal(self, call_id, exception_class, message, detail):
         R = pb.rpc.RpcResponseHeaderProto
@@ -764,6 +841,27 @@ class NameNodeConnection:
             pass
 
     def read_frame(self):
+        if self.wrap is None:
+            return self.read_plain_frame()
+        # Every frame comes wrapped in a SASL WRAP (call id -33).
+        S = pb.rpc.RpcSaslProto
+        while len(self.inbuf) < 4 or len(self.inbuf) < 4 + struct.unpack(">I", self.inbuf[:4])[0]:
+            header, body, pos = self.read_plain_frame()
+            raw, _ = split_delimited(body, pos)
+            msg = S.FromString(raw)
+            if header.callId != SASL_CALL_ID or msg.state != S.WRAP:
+                raise ValueError(f"an unwrapped frame (call {header.callId}) after QOP {self.cluster.gss.qop} was agreed")
+            res = self.wrap.unwrap(msg.token)
+            if self.privacy and not res.encrypted:
+                raise ValueError("a frame not encrypted after QOP privacy was agreed")
+            self.inbuf += res.message
+        (length,) = struct.unpack(">I", self.inbuf[:4])
+        body = bytes(self.inbuf[4:4 + length])
+        del self.inbuf[:4 + length]
+        raw, pos = split_delimited(body)
+        return pb.rpc.RpcRequestHeaderProto.FromString(raw), body, pos
+
+    def read_plain_frame(self):
         (length,) = struct.unpack(">I", read_exact(self.rf, 4))
         if length > MAX_RPC_FRAME:
             raise ValueError(f"RPC frame of {length} bytes")
@@ -947,6 +1045,8 @@ class NameNodeConnection:
         CONNECTION.user = principal.split("@", 1)[0].split("/", 1)[0]
         log(f"{self.tag()}: Kerberos: authenticated {principal} (qop {gss.qop})")
         self.sasl_reply(S.SUCCESS)
+        if gss.qop != "authentication":
+            self.wrap, self.privacy = ctx, gss.qop == "privacy"
         return True
 
     def call(self, header, req_header, request):
@@ -1083,9 +1183,41 @@ class DataNodeConnection:
         self.peer = peer
         self.rf = sock.makefile("rb", buffering=1 << 16)
         self.current = None  # the read being served, for the log
+        self.sasl_done = False
 
     def tag(self):
         return f"{self.dn['id']} {self.peer[0]}:{self.peer[1]}"
+
+    def sasl_message(self, status, payload=None, message=None):
+        M = pb.dt.DataTransferEncryptorMessageProto
+        m = M(status=status)
+        if payload is not None:
+            m.payload = payload
+        if message is not None:
+            m.message = message
+        self.sock.sendall(delimited(m))
+
+    def sasl_handshake(self):
+        """SASL on the data transfer connection (dfs.data.transfer.protection=
+        authentication): DIGEST-MD5 keyed by the block token. True when it passed."""
+        M = pb.dt.DataTransferEncryptorMessageProto
+        first = M.FromString(read_delimited_stream(self.rf))
+        if first.status != M.SUCCESS:
+            log(f"{self.tag()}: SASL: client opened with status {first.status}; closing")
+            return False
+        server = DigestServer(self.cluster)
+        self.sasl_message(M.SUCCESS, payload=server.challenge())
+        answer = M.FromString(read_delimited_stream(self.rf))
+        rspauth, why = server.respond(answer.payload)
+        if why:
+            # Hadoop's sendGenericSaslErrorMessage: status ERROR and a message, no payload.
+            log(f"{self.tag()}: SASL refused: {why}")
+            self.sasl_message(M.ERROR, message=why)
+            return False
+        self.sasl_message(M.SUCCESS, payload=rspauth)
+        self.sasl_done = True
+        log(f"{self.tag()}: SASL: DIGEST-MD5 with the block token (qop auth)")
+        return True
 
     def run(self):
         try:
@@ -1097,10 +1229,20 @@ class DataNodeConnection:
                     return
                 if len(first) < 2:
                     raise EOFError("connection closed in the op header")
+                if first == b"\xde\xad" and self.cluster.dn_sasl and not self.sasl_done:
+                    if read_exact(self.rf, 2) != b"\xbe\xef":
+                        log(f"{self.tag()}: bad SASL handshake magic; closing")
+                        return
+                    if not self.sasl_handshake():
+                        return
+                    continue
                 (version,) = struct.unpack(">H", first)
                 if version != DATA_TRANSFER_VERSION:
                     log(f"{self.tag()}: data transfer version {version:#x}, expected {DATA_TRANSFER_VERSION}"
                         + (" (SASL handshake magic: not supported)" if first == b"\xde\xad" else "") + "; closing")
+                    return
+                if self.cluster.dn_sasl and not self.sasl_done:
+                    log(f"{self.tag()}: an op without the SASL handshake (data transfer protection is on); closing")
                     return
                 op = read_exact(self.rf, 1)[0]
                 if op != OP_READ_BLOCK:

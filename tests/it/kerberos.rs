@@ -153,6 +153,47 @@ fn a_keytab_gets_its_own_ticket_in_memory_without_a_writable_cache() {
 }
 
 #[test]
+fn rpc_protection_integrity_and_privacy_wrap_every_namenode_call() {
+    // hadoop.rpc.protection=integrity|privacy: after the exchange every RPC frame,
+    // both ways, travels inside a SASL WRAP signed (or encrypted) with the context;
+    // the NameNode drops the connection at the first frame that is not.
+    for qop in ["integrity", "privacy"] {
+        let Some(kdc) = kdc() else {
+            return;
+        };
+        let sb = Sandbox::new();
+        let jar = data(213, (2 << 20) + 99);
+        let mut kerberos = json!({
+            "keytab": s(&kdc.namenode_keytab()),
+            "principal": NAMENODE,
+            "krb5_config": s(&kdc.krb5_conf()),
+        });
+        kerberos["qop"] = json!(qop);
+        let Some(hdfs) = secure_hdfs(
+            kdc,
+            &sb.write("hdfs-src.jar", &jar),
+            json!({"kerberos": kerberos}),
+        ) else {
+            return;
+        };
+        let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+            .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+            .run();
+        out.expect_code(0);
+        assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+        assert!(
+            !hdfs
+                .log_lines(&format!("authenticated {USER} (qop {qop})"))
+                .is_empty(),
+            "{}",
+            hdfs.stderr()
+        );
+        assert!(!hdfs.log_lines("getBlockLocations").is_empty());
+        assert!(hdfs.log_lines("unwrapped frame").is_empty());
+    }
+}
+
+#[test]
 fn sparks_kerberos_keys_in_the_properties_file_are_used() {
     let Some((kdc, sb, hdfs, jar)) = setup(json!({})) else {
         return;
@@ -297,5 +338,64 @@ fn a_datanode_that_cannot_verify_the_block_token_refuses_the_read() {
         "{}",
         hdfs.stderr()
     );
+    assert_nothing_published(&sb);
+}
+
+#[test]
+fn sasl_data_transfer_protection_authenticates_each_datanode_with_the_block_token() {
+    // dfs.data.transfer.protection=authentication, as secure clusters without
+    // privileged DataNode ports run: DIGEST-MD5 keyed by the block token before
+    // each OP_READ_BLOCK; the DataNodes drop a connection that skips it.
+    let Some((kdc, sb, hdfs, jar)) = setup(json!({"data_transfer_protection": true})) else {
+        return;
+    };
+    let conf = secure_conf(&sb);
+    std::fs::write(
+        Path::new(&conf).join("hdfs-site.xml"),
+        "<configuration><property><name>dfs.data.transfer.protection</name><value>authentication</value></property></configuration>",
+    )
+    .unwrap();
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .run();
+    out.expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("celeborn-client.jar")).unwrap(), jar);
+    assert!(
+        !hdfs
+            .log_lines("SASL: DIGEST-MD5 with the block token")
+            .is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+    assert!(hdfs.log_lines("without the SASL handshake").is_empty());
+}
+
+#[test]
+fn a_datanode_refusing_the_sasl_handshake_is_a_clear_failure_not_a_crash() {
+    // The DataNodes hold another block key: each answers the DIGEST-MD5 response
+    // with status ERROR and no payload (Hadoop's sendGenericSaslErrorMessage).
+    let Some((kdc, sb, hdfs, _)) = setup(json!({
+        "data_transfer_protection": true,
+        "block_token_key_seen_by_datanodes": "rolled",
+    })) else {
+        return;
+    };
+    let conf = secure_conf(&sb);
+    std::fs::write(
+        Path::new(&conf).join("hdfs-site.xml"),
+        "<configuration><property><name>dfs.data.transfer.protection</name><value>authentication</value></property></configuration>",
+    )
+    .unwrap();
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .run();
+    out.expect_code(3)
+        .expect_stderr("a DataNode refused the SASL handshake of dfs.data.transfer.protection");
+    assert!(
+        !hdfs.log_lines("SASL refused").is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+    assert!(!out.stderr.contains("panicked"), "{out}");
     assert_nothing_published(&sb);
 }

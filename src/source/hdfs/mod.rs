@@ -113,6 +113,8 @@ pub(crate) struct HdfsSource {
     rpc_timeout: std::time::Duration,
     /// The Hadoop configuration directory and where it was named.
     conf_dir: Option<String>,
+    /// Whether the client runs SASL with each DataNode (for naming its failures).
+    data_transfer_protection: bool,
     /// Files for which every replica of a block has already failed its checksum once.
     corrupt: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
 }
@@ -162,6 +164,7 @@ impl HdfsSource {
         uris: impl IntoIterator<Item = &'a Url>,
         rpc_timeout: std::time::Duration,
     ) -> Result<Self, Vec<String>> {
+        quiet_hdfs_native_panics();
         let mut problems = Vec::new();
         let mut clusters = BTreeMap::new();
         let tokens: &[token::TokenInfo] = settings.tokens.as_ref().map_or(&[], |(_, t)| t);
@@ -263,6 +266,7 @@ impl HdfsSource {
                     .as_ref()
                     .map(|(d, o)| format!("{}  ({o})", d.display())),
                 corrupt: Default::default(),
+                data_transfer_protection: settings.conf.get(DATA_TRANSFER_PROTECTION).is_some(),
             })
         } else {
             Err(problems)
@@ -504,8 +508,21 @@ impl Source for HdfsSource {
         );
         // Where the read is (for naming the block that failed).
         let (mut at, block_size) = (start, status.blocksize.filter(|&b| b > 0));
+        let protected = self.data_transfer_protection;
         let stream = futures_util::stream::poll_fn(move |cx| {
-            let item = watched.poll_next_unpin(cx);
+            // hdfs-native panics on some DataNode answers (a refused SASL handshake:
+            // status ERROR without a payload): a failed read, not a crashed run.
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                watched.poll_next_unpin(cx)
+            }));
+            let item = match polled {
+                Ok(item) => item,
+                Err(panic) => {
+                    return std::task::Poll::Ready(Some(Err(datanode_panic(
+                        &shown, protected, &panic,
+                    ))))
+                }
+            };
             if let std::task::Poll::Ready(Some(Ok(chunk))) = &item {
                 at += chunk.len() as u64;
             }
@@ -646,6 +663,48 @@ impl Source for HdfsSource {
         });
         conf_dir.chain(clusters).collect()
     }
+}
+
+/// The Hadoop key that makes the client run SASL with each DataNode.
+const DATA_TRANSFER_PROTECTION: &str = "dfs.data.transfer.protection";
+
+/// A panic inside hdfs-native while reading blocks, as a failed read.
+fn datanode_panic(shown: &str, protected: bool, panic: &(dyn std::any::Any + Send)) -> SourceError {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    if protected {
+        SourceError::new(
+            FaultKind::Auth,
+            format!("{shown}: a DataNode refused the SASL handshake of dfs.data.transfer.protection (hdfs-native stopped on its answer: {what}): usually the DataNodes' block keys differ from the NameNode's, or their dfs.data.transfer.protection differs from this configuration's; for the cluster's admins"),
+        )
+    } else {
+        SourceError::new(
+            FaultKind::Refused,
+            format!("{shown}: hdfs-native stopped on a DataNode's answer ({what})"),
+        )
+    }
+}
+
+/// Keeps the panics [`datanode_panic`] turns into errors off stderr (they are
+/// reported as the artifact's error); every other panic prints as before.
+fn quiet_hdfs_native_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info
+                .location()
+                .is_some_and(|l| l.file().contains("hdfs-native"))
+            {
+                tracing::debug!("hdfs-native panicked: {info}");
+            } else {
+                previous(info);
+            }
+        }));
+    });
 }
 
 fn directory(uri: &Url) -> SourceError {
