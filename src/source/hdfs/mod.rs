@@ -85,7 +85,7 @@ pub(crate) fn kerberos_available() -> bool {
 }
 
 /// The message for a Kerberos cluster this binary cannot authenticate to.
-pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
+pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a keytab (--kerberos-keytab) or a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
 
 /// One cluster's client and what errors should say about it.
 struct Cluster {
