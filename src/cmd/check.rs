@@ -50,6 +50,9 @@ pub(crate) async fn run(check: &CheckArgs, origins: &ArgOrigins) -> ExitCode {
             return printed.failed(stopped(args, code, &message, false))
         }
     };
+    // Within the deadline like every probe (a silent KDC is bounded by
+    // --connect-timeout inside).
+    let _ = tokio::time::timeout(settings.deadline.value, sources.login()).await;
     printed.text(&describe(&settings, &plan, &sources, origins));
     if let Some(r) = &resolution {
         printed.text(&describe_packages(r));

@@ -268,7 +268,7 @@ impl Settings {
                 .hadoop_conf_dir
                 .clone()
                 .map(|dir| (dir, layers.origin(&table::HADOOP_CONF_DIR).to_string())),
-            kerberos: kerberos_settings(&args.source, &layers),
+            kerberos: kerberos_settings(&args.source, &layers, problems),
             properties,
             staging,
             packages,
@@ -508,6 +508,7 @@ fn push_uris(out: &mut Vec<Declared>, list: &str, origin: &Origin) {
 fn kerberos_settings(
     source: &crate::cli::SourceArgs,
     layers: &Layers,
+    problems: &mut Problems,
 ) -> crate::source::hdfs::kerberos::KerberosSettings {
     use layers::Found;
     let text = |found: Option<Found<String>>| match found {
@@ -528,9 +529,23 @@ fn kerberos_settings(
         &table::KERBEROS_PRINCIPAL,
         source.kerberos_principal.clone(),
     ));
-    crate::source::hdfs::kerberos::KerberosSettings {
+    let mut settings = crate::source::hdfs::kerberos::KerberosSettings {
         keytab_from_properties: keytab.as_ref().is_some_and(|k| k.2),
+        principal_from_properties: principal.as_ref().is_some_and(|p| p.2),
         keytab: keytab.map(|(path, origin, _)| (PathBuf::from(path), origin)),
         principal: principal.map(|(p, origin, _)| (p, origin)),
+        validated: false,
+    };
+    // Given by flag or env: checked now, HDFS or not. From the properties file only
+    // (Spark's keys, set for Spark's own use): checked when HDFS needs them.
+    let given = (settings.keytab.is_some() && !settings.keytab_from_properties)
+        || (settings.principal.is_some() && !settings.principal_from_properties);
+    if given {
+        let mut found = Vec::new();
+        crate::source::hdfs::kerberos::validate(&mut settings, &mut found);
+        for problem in found {
+            problems.push_message(problem);
+        }
     }
+    settings
 }

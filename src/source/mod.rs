@@ -302,6 +302,12 @@ impl Sources {
             .collect()
     }
 
+    /// Logs in where a source needs to before its first request (Kerberos for
+    /// HDFS), so that `check` can show who it is; fetch logs in on first use.
+    pub(crate) async fn login(&self) {
+        self.hdfs.login().await;
+    }
+
     /// What every source learns by asking its servers (see [`Source::inspect`]).
     pub(crate) async fn inspect(&self, limit: std::time::Duration) -> Vec<String> {
         // Only HDFS has anything to say so far.

@@ -68,7 +68,7 @@ fn fetch<'a>(sb: &'a Sandbox, hdfs: &TestHdfs, krb5: &Path) -> crate::support::R
             &format!("FILE:{}", s(&sb.root.join("no-such-cache"))),
         )
         .args(["--hadoop-conf-dir", &secure_conf(sb)])
-        .args(["--retries", "0", "--deadline", "60s"])
+        .args(["--retries", "0"])
         .args(["--jars", &format!("{}{JAR}", hdfs.url())])
 }
 
@@ -270,7 +270,7 @@ fn a_stale_keytab_is_refused_by_the_kdc_and_named() {
         .run();
     out.expect_code(2)
         .expect_stderr("--kerberos-keytab")
-        .expect_stderr("is not a keytab");
+        .expect_stderr("is not a usable keytab (not a keytab");
     let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
         .args(["--kerberos-keytab", &s(&sb.root.join("missing.keytab"))])
         .run();
@@ -398,4 +398,173 @@ fn a_datanode_refusing_the_sasl_handshake_is_a_clear_failure_not_a_crash() {
     );
     assert!(!out.stderr.contains("panicked"), "{out}");
     assert_nothing_published(&sb);
+}
+
+#[test]
+fn a_corrupt_ticket_cache_is_refused_before_libkrb5_reads_it() {
+    // libkrb5 1.20 crashes (SIGSEGV in krb5_cccol_have_content) on some of these.
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let dir = sb.root.join("cache-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut random = data(214, 300);
+    random[0] = 0x17;
+    for (name, bytes) in [
+        ("empty", Some(Vec::new())),
+        ("random", Some(random)),
+        ("header-only", Some(vec![5, 4])),
+        (
+            "cut",
+            Some(vec![5, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 20, b'L']),
+        ),
+        ("directory", None),
+    ] {
+        let path = match bytes {
+            Some(bytes) => sb.write(name, bytes),
+            None => dir.clone(),
+        };
+        let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+            .env("KRB5CCNAME", &format!("FILE:{}", s(&path)))
+            .run();
+        out.expect_code(3);
+        assert!(
+            out.stderr.contains("is not a valid ticket cache")
+                || out.stderr.contains("cannot read the"),
+            "{name}: {out}"
+        );
+        assert_nothing_published(&sb);
+    }
+}
+
+#[test]
+fn a_kdc_that_stops_answering_blocks_nothing_else() {
+    // A ticket cache with only a TGT: the NameNode's service ticket comes from the
+    // KDC inside hdfs-native's call, which waits half a minute on a silent KDC.
+    // The deadline, the other transfers and the exit must not wait with it.
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let cache = sb.root.join("krb5cc");
+    kdc.kinit(&cache, None);
+    let web = crate::support::FaultServer::start();
+    web.put("/web.jar", b"web jar".to_vec());
+    let out = fetch(&sb, &hdfs, &kdc.silent_krb5_conf())
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .args(["--connect-timeout", "2s", "--deadline", "4s"])
+        .args(["--jars", &web.url("/web.jar")])
+        .run();
+    assert!(out.elapsed < Duration::from_secs(8), "{out}");
+    assert!(matches!(out.code, Some(3) | Some(5)), "{out}");
+    assert_eq!(std::fs::read(sb.jar("web.jar")).unwrap(), b"web jar");
+    assert!(!sb.jar("celeborn-client.jar").exists());
+
+    // The keytab login against the silent KDC: bounded by --deadline too.
+    let sb = Sandbox::new();
+    let out = fetch(&sb, &hdfs, &kdc.silent_krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .args(["--deadline", "1s"])
+        .run();
+    out.expect_code(5);
+    assert!(out.elapsed < Duration::from_secs(4), "{out}");
+}
+
+#[test]
+fn keytab_and_principal_mistakes_are_configuration_errors() {
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    // A principal the keytab lacks: exit 2 naming what it holds.
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.user_keytab())])
+        .args(["--kerberos-principal", crate::support::kdc::OTHER_USER])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("has no key in the keytab")
+        .expect_stderr(&format!("which holds {USER}"));
+    for bad in ["alice@", "alice/", "alice@@LOCALIZER.TEST"] {
+        let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+            .args(["--kerberos-principal", bad])
+            .run();
+        out.expect_code(2)
+            .expect_stderr("is not a Kerberos principal");
+    }
+    // Not a regular file: refused at once, never read (a fifo would block, /dev/zero
+    // would never end).
+    let fifo = sb.root.join("keytab.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for keytab in [s(&fifo), "/dev/zero".to_owned()] {
+        let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+            .args(["--kerberos-keytab", &keytab])
+            .run();
+        out.expect_code(2).expect_stderr("cannot read keytab");
+        assert!(out.elapsed < Duration::from_secs(5), "{out}");
+    }
+    // Given by flag, checked even when no HDFS URI is in the plan.
+    let bogus = sb.write("bogus.keytab", "nope");
+    let out = sb
+        .fetch()
+        .args(["--kerberos-keytab", &s(&bogus)])
+        .args(["--jars", "local:///opt/spark/jars/x.jar"])
+        .run();
+    out.expect_code(2).expect_stderr("not a keytab");
+    assert_nothing_published(&sb);
+
+    // A second principal of one keytab, picked by name.
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .args(["--kerberos-keytab", &s(&kdc.both_keytab())])
+        .args(["--kerberos-principal", "bob"])
+        .run();
+    out.expect_code(0);
+    assert!(!hdfs
+        .log_lines("authenticated bob@LOCALIZER.TEST")
+        .is_empty());
+}
+
+#[test]
+fn the_principal_named_is_the_one_the_namenode_sees() {
+    // A DIR: collection holding alice and bob (bob primary): --kerberos-principal
+    // alice must reach the NameNode as alice, not as the collection's primary.
+    let Some((kdc, sb, hdfs, _)) = setup(json!({})) else {
+        return;
+    };
+    let dir = sb.root.join("ccdir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let collection = format!("DIR:{}", s(&dir));
+    kdc.kinit_as(USER, &collection);
+    kdc.kinit_as(crate::support::kdc::OTHER_USER, &collection);
+    let out = fetch(&sb, &hdfs, &kdc.krb5_conf())
+        .env("KRB5CCNAME", &collection)
+        .args(["--kerberos-principal", USER])
+        .run();
+    out.expect_code(0);
+    assert!(
+        !hdfs.log_lines(&format!("authenticated {USER}")).is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+    assert!(
+        hdfs.log_lines("authenticated bob@").is_empty(),
+        "{}",
+        hdfs.stderr()
+    );
+
+    // Properties naming a keytab this container lacks and a principal: both dropped,
+    // the ticket cache (alice) is used.
+    let cache = sb.root.join("krb5cc");
+    kdc.kinit(&cache, None);
+    let props = sb.write(
+        "p.properties",
+        "spark.kerberos.keytab=/submitter/bob.keytab\nspark.kerberos.principal=bob@LOCALIZER.TEST\n",
+    );
+    let sb2 = Sandbox::new();
+    let out = fetch(&sb2, &hdfs, &kdc.krb5_conf())
+        .env("KRB5CCNAME", &format!("FILE:{}", s(&cache)))
+        .args(["--properties-file", &s(&props)])
+        .run();
+    out.expect_code(0);
 }

@@ -17,6 +17,8 @@ use std::ffi::{c_char, c_void, CString};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use super::keytab;
+
 /// The in-memory credential cache a keytab's ticket goes into (one per process;
 /// libkrb5 shares `MEMORY:` caches between everything loaded in the process).
 pub(crate) const MEMORY_CACHE: &str = "MEMORY:spark-localizer";
@@ -28,6 +30,10 @@ pub(crate) struct KerberosSettings {
     pub principal: Option<(String, String)>,
     /// The keytab was named by the properties file (not a flag or its twin).
     pub keytab_from_properties: bool,
+    /// The principal was named by the properties file.
+    pub principal_from_properties: bool,
+    /// [`validate`] ran (for flags, before knowing whether HDFS is used).
+    pub validated: bool,
 }
 
 /// Who the client is, and until when.
@@ -38,8 +44,6 @@ pub(crate) struct Identity {
     pub expires: Option<SystemTime>,
     /// Where the credentials come from, for messages.
     pub from: String,
-    /// The keytab hdfs-native should obtain tickets with (else the ticket cache).
-    pub keytab: Option<PathBuf>,
 }
 
 impl Identity {
@@ -52,7 +56,7 @@ impl Identity {
                     .duration_since(SystemTime::now())
                     .unwrap_or(Duration::ZERO);
                 format!(
-                    "ticket valid until {} (in {})",
+                    "ticket valid until {} (in {}, by this pod's clock)",
                     httpdate::fmt_http_date(at),
                     crate::util::duration::format_duration(Duration::from_secs(left.as_secs()))
                 )
@@ -62,62 +66,137 @@ impl Identity {
     }
 }
 
-/// Checks the settings before any traffic: a keytab that is a readable keytab,
-/// a principal that is one. A keytab named only by the properties file and
-/// absent here is dropped with a warning (Spark reads `spark.kerberos.keytab`
-/// on the submitting machine; the pod may well use a ticket cache or tokens).
+/// Whether `principal` is written as one: components separated by `/`, none
+/// empty, and at most one realm after `@`, not empty.
+fn well_formed(principal: &str) -> bool {
+    let (name, realm) = match principal.rsplit_once('@') {
+        Some((name, realm)) => (name, Some(realm)),
+        None => (principal, None),
+    };
+    !principal
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+        && !name.is_empty()
+        && !name.contains('@')
+        && name.split('/').all(|c| !c.is_empty())
+        && realm.is_none_or(|r| !r.is_empty())
+}
+
+/// Checks the settings before any traffic: a keytab that is a regular file of at
+/// most 1 MiB holding keys, for the principal named (which defaults to its first
+/// entry); a principal that is one. A keytab named only by the properties file and
+/// absent here is dropped with a warning, with a principal the properties name
+/// beside it (Spark reads `spark.kerberos.keytab` on the submitting machine; the
+/// pod may well use a ticket cache or tokens).
 pub(crate) fn validate(settings: &mut KerberosSettings, problems: &mut Vec<String>) {
-    if let Some((path, origin)) = settings.keytab.clone() {
-        match std::fs::read(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && settings.keytab_from_properties => {
-                tracing::warn!(
-                    "{origin}: {} does not exist in this container; not using a keytab (mount the keytab Secret and give --kerberos-keytab to use one)",
-                    path.display()
-                );
-                settings.keytab = None;
-            }
-            Err(e) => problems.push(format!(
-                "{origin}: cannot read keytab {}: {e}; mount the keytab Secret there (readable by this container's user)",
-                path.display()
-            )),
-            // MIT and Java keytabs start with 0x05 0x01 or 0x05 0x02.
-            Ok(bytes) if bytes.len() < 4 || bytes[0] != 5 || !matches!(bytes[1], 1 | 2) => {
-                problems.push(format!(
-                    "{origin}: {} is not a keytab (a keytab starts with the bytes 05 02; make one with kadmin's ktadd or ktutil)",
-                    path.display()
-                ))
-            }
-            Ok(_) => {}
-        }
+    if std::mem::replace(&mut settings.validated, true) {
+        return;
     }
     if let Some((principal, origin)) = &settings.principal {
-        let bad = principal.is_empty()
-            || principal.starts_with('@')
-            || principal
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control());
-        if bad {
+        if !well_formed(principal) {
             problems.push(format!(
                 "{origin}: '{}' is not a Kerberos principal (write user@REALM or service/host@REALM)",
                 principal.escape_debug()
             ));
+            settings.principal = None;
+        }
+    }
+    let Some((path, origin)) = settings.keytab.clone() else {
+        return;
+    };
+    let read = crate::util::fs::read_regular(&path, keytab::FILE_LIMIT);
+    let held = match read {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && settings.keytab_from_properties => {
+            tracing::warn!(
+                "{origin}: {} does not exist in this container; not using a keytab (mount the keytab Secret and give --kerberos-keytab to use one)",
+                path.display()
+            );
+            settings.keytab = None;
+            if settings.principal_from_properties {
+                settings.principal = None;
+            }
+            return;
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{origin}: cannot read keytab {}: {e}; mount the keytab Secret there (a regular file of at most 1 MiB, readable by this container's user)",
+                path.display()
+            ));
+            return;
+        }
+        Ok(bytes) => match keytab::keytab_principals(&bytes) {
+            Ok(held) => held,
+            Err(why) => {
+                problems.push(format!(
+                    "{origin}: {} is not a usable keytab ({why})",
+                    path.display()
+                ));
+                return;
+            }
+        },
+    };
+    match &settings.principal {
+        Some((principal, p_origin)) if !held.iter().any(|h| keytab::names(principal, h)) => {
+            problems.push(format!(
+                "{p_origin}: {principal} has no key in the keytab {} ({origin}), which holds {}: name one of those, or mount that principal's keytab",
+                path.display(),
+                held.join(", ")
+            ));
+        }
+        Some(_) => {}
+        None => {
+            settings.principal = Some((held[0].clone(), format!("the first entry of {origin}")));
         }
     }
 }
 
-/// The ticket cache the library will read, for messages.
-fn cache_shown() -> String {
+/// The ticket cache the library will read: `KRB5CCNAME`, else the usual default.
+fn cache_name() -> (String, bool) {
     match std::env::var(crate::env_vars::hadoop::KRB5CCNAME) {
-        Ok(v) if !v.is_empty() => format!("ticket cache {v} (KRB5CCNAME)"),
-        _ => "the default ticket cache (krb5.conf's default_ccache_name, else /tmp/krb5cc_<uid>; set KRB5CCNAME to name one)".to_owned(),
+        Ok(v) if !v.is_empty() => (v, true),
+        _ => (
+            // SAFETY: getuid cannot fail.
+            format!("FILE:/tmp/krb5cc_{}", unsafe { libc::getuid() }),
+            false,
+        ),
+    }
+}
+
+fn cache_shown(name: &str, named: bool) -> String {
+    if named {
+        format!("ticket cache {name} (KRB5CCNAME)")
+    } else {
+        format!("default ticket cache (krb5.conf's default_ccache_name, else {name}; set KRB5CCNAME to name one)")
+    }
+}
+
+/// A `FILE:` ticket cache checked before libkrb5 reads it (it crashes on some
+/// malformed ones): `Ok(None)` when it is absent (libkrb5 says so better), its
+/// default principal when it parses.
+fn check_cache(name: &str, shown: &str) -> Result<Option<String>, String> {
+    let Some(path) = keytab::file_cache(name) else {
+        return Ok(None);
+    };
+    match crate::util::fs::read_regular(path, keytab::FILE_LIMIT) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            "Kerberos: cannot read the {shown}: {e}; mount the ticket cache kinit made (a regular file of at most 1 MiB)"
+        )),
+        Ok(bytes) => keytab::ccache_principal(&bytes)
+            .map(Some)
+            .map_err(|why| format!("Kerberos: the {shown} is not a valid ticket cache ({why}): run kinit again and mount what it writes")),
     }
 }
 
 /// Obtains (keytab) or reads (ticket cache) the client's credentials, within
-/// `limit`: a KDC that does not answer makes libkrb5 wait about half a minute.
-pub(crate) fn login(settings: &KerberosSettings, limit: Duration) -> Result<Identity, String> {
+/// `limit`: a KDC that does not answer makes libkrb5 wait about half a minute. The
+/// waiting is done by a thread of its own, so nothing else stops meanwhile.
+pub(crate) async fn login(
+    settings: &KerberosSettings,
+    limit: Duration,
+) -> Result<Identity, String> {
     let settings = settings.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new()
         .name("kerberos-login".to_owned())
         .spawn(move || {
@@ -126,13 +205,34 @@ pub(crate) fn login(settings: &KerberosSettings, limit: Duration) -> Result<Iden
     if let Err(e) = spawned {
         return Err(format!("Kerberos: cannot start the login: {e}"));
     }
-    match rx.recv_timeout(limit) {
-        Ok(result) => result,
+    match tokio::time::timeout(limit, rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err("Kerberos: the login stopped without an answer".to_owned()),
         Err(_) => Err(format!(
             "Kerberos: no answer from the KDC within {} (--connect-timeout): check that krb5.conf (KRB5_CONFIG, else /etc/krb5.conf) names the realm's KDCs and that this pod can reach them (port 88, TCP and UDP)",
             crate::util::duration::format_duration(limit)
         )),
     }
+}
+
+/// With no keytab: the ticket cache checked without libkrb5 (see [`check_cache`])
+/// and its principal when it is a file; an error when it is corrupt or holds
+/// another principal than the one named.
+pub(crate) fn check_ticket_cache(settings: &KerberosSettings) -> Result<Option<String>, String> {
+    if settings.keytab.is_some() {
+        return Ok(None);
+    }
+    let (cache, named) = cache_name();
+    let from = cache_shown(&cache, named);
+    let held = check_cache(&cache, &from)?;
+    if let (Some(held), Some((wanted, origin))) = (&held, &settings.principal) {
+        if !keytab::names(wanted, held) {
+            return Err(format!(
+                "Kerberos: the {from} holds tickets for {held}, not {wanted} ({origin}): kinit as {wanted}, or drop the principal setting"
+            ));
+        }
+    }
+    Ok(held)
 }
 
 fn login_now(settings: &KerberosSettings) -> Result<Identity, String> {
@@ -150,7 +250,9 @@ fn login_now(settings: &KerberosSettings) -> Result<Identity, String> {
             (cred, from)
         }
         None => {
-            let from = cache_shown();
+            let (cache, named) = cache_name();
+            let from = cache_shown(&cache, named);
+            check_ticket_cache(settings)?;
             let cred = gss
                 .acquire_default(name.as_ref())
                 .map_err(|e| explain(&e, settings, &from))?;
@@ -165,7 +267,6 @@ fn login_now(settings: &KerberosSettings) -> Result<Identity, String> {
         expires: (lifetime != GSS_C_INDEFINITE)
             .then(|| SystemTime::now() + Duration::from_secs(u64::from(lifetime))),
         from,
-        keytab: settings.keytab.as_ref().map(|(p, _)| p.clone()),
     })
 }
 
@@ -181,7 +282,7 @@ fn explain(e: &GssFailure, settings: &KerberosSettings, from: &str) -> String {
     let who = settings
         .principal
         .as_ref()
-        .map(|(p, _)| format!(" for {p}"))
+        .map(|(p, origin)| format!(" for {p} ({origin})"))
         .unwrap_or_default();
     let text = &e.text;
     let has = |needle: &str| text.contains(needle);
@@ -195,8 +296,15 @@ fn explain(e: &GssFailure, settings: &KerberosSettings, from: &str) -> String {
         || has("Bad encryption type")
     {
         format!("the KDC does not accept the key in the {from}{who} (a wrong keytab, or the principal's key changed after the keytab was exported: export it again, e.g. kadmin ktadd -norandkey)")
-    } else if has("Cannot contact any KDC") || has("Cannot find KDC") {
+    } else if has("Cannot contact any KDC") {
         "no KDC of the realm answered: check that krb5.conf (KRB5_CONFIG, else /etc/krb5.conf) names the realm's KDCs and that this pod can reach them (port 88, TCP and UDP)".to_owned()
+    } else if has("Cannot find KDC") {
+        "krb5.conf names no KDC for the realm: is krb5.conf mounted (at /etc/krb5.conf, or KRB5_CONFIG pointing at it) and does it list the realm's KDCs?".to_owned()
+    } else if has("Improper format of Kerberos configuration") || has("configuration file") {
+        "krb5.conf cannot be read as a Kerberos configuration (KRB5_CONFIG, else /etc/krb5.conf): check its syntax".to_owned()
+    } else if has("Invalid message type") || has("did not match") || has("Message stream modified")
+    {
+        "the KDC's answer is not a Kerberos answer: check the KDC addresses in krb5.conf".to_owned()
     } else if has("Clock skew") {
         "this pod's clock and the KDC's differ by more than the allowed skew (5 minutes unless krb5.conf's clockskew says otherwise): fix the node's time synchronisation".to_owned()
     } else if has("not found in Kerberos database") {
@@ -206,7 +314,7 @@ fn explain(e: &GssFailure, settings: &KerberosSettings, from: &str) -> String {
     } else if has("No Kerberos credentials") || has("No credentials cache") || has("not found") {
         format!("no ticket{who} in the {from}: run kinit, or mount the ticket cache and set KRB5CCNAME, or mount a keytab (--kerberos-keytab)")
     } else {
-        format!("no usable credentials{who} in the {from}")
+        format!("the login{who} with the {from} failed")
     };
     format!("Kerberos: {what} ({})", crate::util::redact::scrub(text))
 }
@@ -579,40 +687,113 @@ impl Buffer {
 mod tests {
     use super::*;
 
+    /// A keytab with one aes256 key for each principal.
+    fn keytab_of(principals: &[&str]) -> Vec<u8> {
+        let mut kt = vec![5, 2];
+        for p in principals {
+            let (name, realm) = p.split_once('@').unwrap();
+            let mut e = Vec::new();
+            let comps: Vec<&str> = name.split('/').collect();
+            e.extend((comps.len() as u16).to_be_bytes());
+            e.extend((realm.len() as u16).to_be_bytes());
+            e.extend(realm.as_bytes());
+            for c in comps {
+                e.extend((c.len() as u16).to_be_bytes());
+                e.extend(c.as_bytes());
+            }
+            e.extend([0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 18, 0, 32]);
+            e.extend([9u8; 32]);
+            kt.extend((e.len() as u32).to_be_bytes());
+            kt.extend(e);
+        }
+        kt
+    }
+
     #[test]
     fn a_keytab_is_checked_before_any_traffic() {
         let dir = tempfile::tempdir().unwrap();
-        let not_keytab = dir.path().join("x.keytab");
-        std::fs::write(&not_keytab, b"garbage").unwrap();
-        let keytab = dir.path().join("ok.keytab");
-        std::fs::write(&keytab, [5, 2, 0, 0, 0, 0]).unwrap();
-        let mut problems = Vec::new();
-        let mut given = |path: &std::path::Path, origin: &str| {
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let good = write("ok.keytab", &keytab_of(&["alice@EX.COM", "bob@EX.COM"]));
+        let run = |keytab: &std::path::Path, origin: &str, principal: Option<(&str, &str)>| {
             let mut s = KerberosSettings {
-                keytab: Some((path.to_owned(), origin.to_owned())),
-                principal: Some(("alice@EXAMPLE.COM".into(), "--kerberos-principal".into())),
+                keytab: Some((keytab.to_owned(), origin.to_owned())),
+                principal: principal.map(|(p, o)| (p.to_owned(), o.to_owned())),
                 keytab_from_properties: origin.starts_with("spark."),
+                principal_from_properties: principal.is_some_and(|(_, o)| o.starts_with("spark.")),
+                validated: false,
             };
+            let mut problems = Vec::new();
             validate(&mut s, &mut problems);
-            s
+            (s, problems)
         };
-        given(&keytab, "--kerberos-keytab");
-        given(&not_keytab, "--kerberos-keytab");
-        given(&dir.path().join("missing"), "--kerberos-keytab");
-        // Named only by the properties file and absent here: dropped, not an error.
-        let dropped = given(&dir.path().join("missing"), "spark.kerberos.keytab in /p");
-        assert!(dropped.keytab.is_none());
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].contains("is not a keytab"), "{problems:?}");
-        assert!(problems[1].contains("cannot read keytab"), "{problems:?}");
-        let mut s = KerberosSettings {
-            keytab: None,
-            principal: Some(("al ice".into(), "--kerberos-principal".into())),
-            keytab_from_properties: false,
-        };
-        let mut problems = Vec::new();
-        validate(&mut s, &mut problems);
-        assert!(problems[0].contains("not a Kerberos principal"));
+        // No principal: the keytab's first; a principal it holds, realm or not.
+        let (s, p) = run(&good, "--kerberos-keytab", None);
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(s.principal.unwrap().0, "alice@EX.COM");
+        assert!(run(
+            &good,
+            "--kerberos-keytab",
+            Some(("bob", "--kerberos-principal"))
+        )
+        .1
+        .is_empty());
+        // A principal it lacks: named with what it holds.
+        let (_, p) = run(
+            &good,
+            "--kerberos-keytab",
+            Some(("carol@EX.COM", "--kerberos-principal")),
+        );
+        assert!(
+            p[0].contains("has no key in the keytab") && p[0].contains("alice@EX.COM, bob@EX.COM"),
+            "{p:?}"
+        );
+        for (name, bytes, want) in [
+            ("garbage", b"garbage".to_vec(), "not a keytab"),
+            ("empty", vec![5, 2], "holds no keys"),
+            (
+                "cut",
+                keytab_of(&["alice@EX.COM"])[..30].to_vec(),
+                "truncated",
+            ),
+        ] {
+            let (_, p) = run(&write(name, &bytes), "--kerberos-keytab", None);
+            assert!(p[0].contains(want), "{name}: {p:?}");
+        }
+        let (_, p) = run(&dir.path().join("missing"), "--kerberos-keytab", None);
+        assert!(p[0].contains("cannot read keytab"), "{p:?}");
+        let (_, p) = run(dir.path(), "--kerberos-keytab", None);
+        assert!(p[0].contains("cannot read keytab"), "{p:?}");
+        // Named only by the properties file and absent here: dropped with the
+        // properties' principal, not an error.
+        let (s, p) = run(
+            &dir.path().join("missing"),
+            "spark.kerberos.keytab in /p",
+            Some(("bob@EX.COM", "spark.kerberos.principal in /p")),
+        );
+        assert!(p.is_empty() && s.keytab.is_none() && s.principal.is_none());
+        for bad in [
+            "al ice",
+            "alice@",
+            "alice/",
+            "@EX.COM",
+            "a@@EX.COM",
+            "a//b@EX.COM",
+        ] {
+            let mut s = KerberosSettings {
+                principal: Some((bad.into(), "--kerberos-principal".into())),
+                ..Default::default()
+            };
+            let mut problems = Vec::new();
+            validate(&mut s, &mut problems);
+            assert!(problems[0].contains("not a Kerberos principal"), "{bad}");
+        }
+        for good in ["alice", "alice@EX.COM", "spark/host.ex.com@EX.COM"] {
+            assert!(well_formed(good), "{good}");
+        }
     }
 
     #[test]

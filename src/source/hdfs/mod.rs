@@ -5,8 +5,10 @@
 //! Kerberos from a keytab or the ticket cache (`KRB5CCNAME`), checked here first
 //! too ([`kerberos`]).
 
+mod client;
 pub(crate) mod conf;
 pub(crate) mod kerberos;
+mod keytab;
 pub(crate) mod replicas;
 pub(crate) mod token;
 
@@ -87,9 +89,80 @@ pub(crate) fn kerberos_available() -> bool {
 /// The message for a Kerberos cluster this binary cannot authenticate to.
 pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a keytab (--kerberos-keytab) or a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
 
+/// The Kerberos login of the clusters that need it: done once, on first use, so
+/// that `--deadline` and signals bound it like any transfer.
+struct Login {
+    settings: KerberosSettings,
+    limit: std::time::Duration,
+    done: tokio::sync::OnceCell<Result<Identity, String>>,
+}
+
+impl Login {
+    /// The login for clusters that need Kerberos (`None` when none does or this
+    /// binary cannot), the credentials their clients are built with, and why the
+    /// ticket cache is unusable. A ticket cache is checked before anything reads
+    /// it: libkrb5 crashes on some corrupt ones, and hdfs-native asks libgssapi for
+    /// the default principal while building a client unless it is given one.
+    fn prepare(
+        settings: &HdfsSettings,
+        needed: bool,
+        limit: std::time::Duration,
+    ) -> (Option<Login>, KerberosSettings, Option<String>) {
+        if !settings.conf.kerberos()
+            && settings.kerberos.keytab.is_some()
+            && !settings.kerberos.keytab_from_properties
+        {
+            tracing::warn!(
+                "a Kerberos keytab is given but the Hadoop configuration does not say hadoop.security.authentication=kerberos: it is not used (set that key in core-site.xml or as spark.hadoop.hadoop.security.authentication)"
+            );
+        }
+        let mut credentials = settings.kerberos.clone();
+        if !needed || !kerberos_available() {
+            return (None, credentials, None);
+        }
+        let mut unusable = None;
+        match kerberos::check_ticket_cache(&credentials) {
+            Ok(Some(held)) if credentials.principal.is_none() => {
+                credentials.principal = Some((held, "the ticket cache".to_owned()));
+            }
+            Ok(_) => {}
+            Err(e) => unusable = Some(e),
+        }
+        let login = Login {
+            settings: credentials.clone(),
+            limit,
+            done: tokio::sync::OnceCell::new_with(unusable.clone().map(Err)),
+        };
+        (Some(login), credentials, unusable)
+    }
+}
+
+/// How the clusters authenticate, for `check` (Kerberos clusters say who once
+/// logged in).
+fn auth_text(settings: &HdfsSettings) -> String {
+    match (&settings.tokens, settings.conf.kerberos()) {
+        (Some((path, tokens)), _) => format!(
+            "delegation tokens from {} ({})",
+            path.display(),
+            tokens
+                .iter()
+                .map(|t| format!("{} for {}", t.kind.escape_debug(), t.service.escape_debug()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, true) => "Kerberos".to_owned(),
+        (None, false) => "simple (HADOOP_USER_NAME or the OS user)".to_owned(),
+    }
+}
+
 /// One cluster's client and what errors should say about it.
 struct Cluster {
-    client: Client,
+    /// `None` when the ticket cache is unusable (then every request fails with
+    /// the login's error before reaching hdfs-native).
+    client: Option<Client>,
+    /// The Kerberos settings its client was built with (for `check`'s direct
+    /// questions to each NameNode).
+    credentials: Option<KerberosSettings>,
     /// The nameservice and its NameNodes, for error messages.
     namenodes: Vec<(String, String)>,
     /// The user the NameNode sees, and where that comes from (`check`).
@@ -107,8 +180,10 @@ struct Cluster {
 pub(crate) struct HdfsSource {
     clusters: BTreeMap<String, Cluster>,
     auth: String,
-    /// The Kerberos login, when a cluster needs Kerberos: who, or why not.
-    login: Option<Result<Identity, String>>,
+    /// The Kerberos login, when a cluster needs Kerberos: done once, on first use.
+    login: Option<Login>,
+    /// Where hdfs-native runs (see [`client::runtime`]).
+    runtime: Option<tokio::runtime::Handle>,
     /// How long the NameNode calls of one request may take, failovers included.
     rpc_timeout: std::time::Duration,
     /// The Hadoop configuration directory and where it was named.
@@ -187,10 +262,15 @@ impl HdfsSource {
             })
             .map(|uri| cluster_of(uri))
             .collect();
-        // Who the client is, found out once (a keytab's ticket is obtained here).
-        let login = (!needs_kerberos.is_empty() && kerberos_available())
-            .then(|| kerberos::login(&settings.kerberos, rpc_timeout));
-        let identity = login.as_ref().and_then(|l| l.as_ref().ok());
+        let runtime = match client::runtime() {
+            Ok(runtime) => Some(runtime),
+            Err(e) => {
+                problems.push(e);
+                None
+            }
+        };
+        let (login, credentials, unusable) =
+            Login::prepare(settings, !needs_kerberos.is_empty(), rpc_timeout);
         for uri in uris {
             let key = cluster_of(uri);
             let host = uri.host_str().unwrap_or_default();
@@ -206,10 +286,15 @@ impl HdfsSource {
                     ));
                 }
             }
-            match client_for(settings, &key, host, identity.filter(|_| uses_kerberos)) {
+            let credentials = uses_kerberos.then_some(&credentials);
+            let built = match (&unusable, uses_kerberos) {
+                (Some(_), true) => Ok((None, BTreeMap::new())),
+                _ => client::build(settings, &key, host, credentials, runtime.as_ref())
+                    .map(|(client, config)| (Some(client), config)),
+            };
+            match built {
                 Ok((client, config)) => {
                     let namenodes = settings.conf.namenodes(host);
-                    let kerberos = kerberos.then_some(identity);
                     let (user, notes) = who(&key, host, uri.port(), is_service, tokens, kerberos);
                     for note in &notes {
                         tracing::warn!("{note}");
@@ -218,6 +303,7 @@ impl HdfsSource {
                         key,
                         Cluster {
                             client,
+                            credentials: credentials.cloned(),
                             namenodes,
                             user,
                             notes,
@@ -237,28 +323,12 @@ impl HdfsSource {
             };
             problems.push(format!("{}: {NO_KERBEROS}{why}", needs_kerberos.join(", ")));
         }
-        let auth = match (&settings.tokens, kerberos) {
-            (Some((path, tokens)), _) => format!(
-                "delegation tokens from {} ({})",
-                path.display(),
-                tokens
-                    .iter()
-                    .map(|t| format!("{} for {}", t.kind.escape_debug(), t.service.escape_debug()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            (None, true) => match &login {
-                Some(Ok(identity)) => format!("Kerberos: {}", identity.describe()),
-                Some(Err(e)) => format!("Kerberos, but the login failed: {e}"),
-                None => "Kerberos (a keytab, else the ticket cache)".to_owned(),
-            },
-            (None, false) => "simple (HADOOP_USER_NAME or the OS user)".to_owned(),
-        };
         if problems.is_empty() {
             Ok(HdfsSource {
                 clusters,
-                auth,
+                auth: auth_text(settings),
                 login,
+                runtime,
                 rpc_timeout,
                 conf_dir: settings
                     .conf
@@ -280,12 +350,6 @@ impl HdfsSource {
                 format!("{}: cluster not configured", cluster_of(uri)),
             )
         })?;
-        if let (true, Some(Err(e))) = (c.kerberos, &self.login) {
-            return Err(SourceError::new(
-                FaultKind::Auth,
-                format!("{}: {e}", crate::util::redact::redact_url(uri.as_str())),
-            ));
-        }
         let path = percent_encoding::percent_decode_str(uri.path())
             .decode_utf8()
             .map_err(|_| SourceError::new(FaultKind::Refused, format!("{uri}: path is not UTF-8")))?
@@ -293,89 +357,86 @@ impl HdfsSource {
         Ok((c, path))
     }
 
-    /// A NameNode call, bounded: hdfs-native keeps failing over (15 times, with
-    /// growing sleeps, minutes in all) while no NameNode answers.
-    async fn call<T>(
+    /// The Kerberos login (once, on first use), then the cluster and the path.
+    async fn ready(&self, uri: &Url) -> Result<(&Cluster, String), SourceError> {
+        let (c, path) = self.cluster(uri)?;
+        if c.kerberos {
+            if let Some(Err(e)) = self.login().await {
+                return Err(SourceError::new(
+                    FaultKind::Auth,
+                    format!("{}: {e}", crate::util::redact::redact_url(uri.as_str())),
+                ));
+            }
+        }
+        Ok((c, path))
+    }
+
+    /// Logs in to Kerberos when a cluster needs it (once; later calls get the
+    /// first answer).
+    pub(crate) async fn login(&self) -> Option<&Result<Identity, String>> {
+        let login = self.login.as_ref()?;
+        Some(
+            login
+                .done
+                .get_or_init(|| kerberos::login(&login.settings, login.limit))
+                .await,
+        )
+    }
+
+    /// A NameNode call on hdfs-native's runtime, bounded: hdfs-native keeps failing
+    /// over (15 times, with growing sleeps, minutes in all) while no NameNode
+    /// answers, and may wait on a KDC inside the call.
+    async fn call<T, F>(
         &self,
         c: &Cluster,
         uri: &Url,
-        call: impl std::future::Future<Output = Result<T, HdfsError>>,
-    ) -> Result<T, SourceError> {
-        match tokio::time::timeout(self.rpc_timeout, call).await {
-            Ok(result) => result.map_err(|e| classify(c, uri, e)),
-            Err(_) => Err(SourceError::new(
-                FaultKind::Transient,
+        call: impl FnOnce(Client) -> F,
+    ) -> Result<T, SourceError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, HdfsError>> + Send + 'static,
+    {
+        let shown = crate::util::redact::redact_url(uri.as_str());
+        let Some(runtime) = &self.runtime else {
+            return Err(SourceError::new(
+                FaultKind::Refused,
+                format!("{shown}: no HDFS runtime"),
+            ));
+        };
+        let Some(client) = c.client.clone() else {
+            return Err(SourceError::new(
+                FaultKind::Auth,
+                format!("{shown}: no usable Kerberos credentials"),
+            ));
+        };
+        let mut task = runtime.spawn(call(client));
+        match tokio::time::timeout(self.rpc_timeout, &mut task).await {
+            Ok(Ok(result)) => result.map_err(|e| classify(c, uri, e)),
+            Ok(Err(e)) => Err(SourceError::new(
+                FaultKind::Refused,
                 format!(
-                    "{}: no answer from {} within {} (--connect-timeout)",
-                    crate::util::redact::redact_url(uri.as_str()),
-                    tried(c, uri),
-                    crate::util::duration::format_duration(self.rpc_timeout)
+                    "{shown}: hdfs-native stopped on {}'s answer: {e}",
+                    tried(c, uri)
                 ),
             )),
+            Err(_) => {
+                task.abort();
+                let kdc = if c.kerberos {
+                    " (with Kerberos the first call also gets a service ticket from the KDC: if the NameNode is up, check that the KDC answers)"
+                } else {
+                    ""
+                };
+                Err(SourceError::new(
+                    FaultKind::Transient,
+                    format!(
+                        "{shown}: no answer from {} within {} (--connect-timeout){kdc}",
+                        tried(c, uri),
+                        crate::util::duration::format_duration(self.rpc_timeout)
+                    ),
+                ))
+            }
         }
     }
-}
-
-/// The client of cluster `key` (whose URI host is `host`) and the configuration
-/// overrides it was built with; or why it cannot be built.
-fn client_for(
-    settings: &HdfsSettings,
-    key: &str,
-    host: &str,
-    identity: Option<&Identity>,
-) -> Result<(Client, BTreeMap<String, String>), String> {
-    // hdfs-native fails over 15 times with sleeps growing to 15 s (minutes
-    // against a dead NameNode): a few quick rounds, then the engine's
-    // retries and deadline take over, with the real error in hand.
-    let mut config = settings.conf.overrides.clone();
-    for (name, value) in [
-        ("dfs.client.failover.max.attempts", "3"),
-        ("dfs.client.failover.sleep.base.millis", "200"),
-        ("dfs.client.failover.sleep.max.millis", "1000"),
-    ] {
-        if settings.conf.get(name).is_none() {
-            config.insert(name.to_owned(), value.to_owned());
-        }
-    }
-    let mut builder = ClientBuilder::new()
-        .with_url(key.to_owned())
-        .with_config(config.clone());
-    if let Some((dir, _)) = &settings.conf.dir {
-        builder = builder.with_config_dir(dir.to_string_lossy().into_owned());
-    }
-    // A keytab's ticket is in the in-memory cache the login filled: hand
-    // hdfs-native that cache with the keytab (to renew from) and the principal.
-    if let Some(Identity {
-        principal,
-        keytab: Some(keytab),
-        ..
-    }) = identity
-    {
-        builder = builder
-            .with_kerberos_principal(principal.clone())
-            .with_kerberos_keytab(keytab.to_string_lossy().into_owned())
-            .with_kerberos_cache(kerberos::MEMORY_CACHE.to_owned());
-    }
-    let e = match builder.build() {
-        Ok(client) => return Ok((client, config)),
-        Err(e) => e,
-    };
-    let mut text = format!("{key}: {}", describe(&e));
-    if text.contains("No NameNode hosts found") {
-        let conf = settings.conf.dir.as_ref().map_or(
-            "none found: give --hadoop-conf-dir or HADOOP_CONF_DIR".to_owned(),
-            |(d, o)| format!("{} from {o}", d.display()),
-        );
-        text.push_str(&format!(
-            " ('{host}' is neither host:port nor a nameservice of the Hadoop configuration ({conf}); set dfs.nameservices, dfs.ha.namenodes.<ns> and dfs.namenode.rpc-address.<ns>.<nn>, or write hdfs://host:port/path)"
-        ));
-    }
-    if text.contains("fallback mount") {
-        text.push_str(&format!(
-            " (set fs.viewfs.mounttable.{host}.linkFallback in core-site.xml or spark.hadoop.*)"
-        ));
-    }
-    Err(text)
 }
 
 /// The user the NameNode of cluster `key` will see and where it comes from, and
@@ -387,7 +448,7 @@ fn who(
     port: Option<u16>,
     is_service: bool,
     tokens: &[token::TokenInfo],
-    kerberos: Option<Option<&Identity>>,
+    kerberos: bool,
 ) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let token = tokens.iter().find(|t| t.serves(host, port, is_service));
@@ -397,11 +458,9 @@ fn who(
             t.owner.as_deref().unwrap_or("?"),
             t.service
         ),
-        (None, Some(Some(identity))) => format!("{} (Kerberos)", identity.principal),
-        (None, Some(None)) => {
-            "the Kerberos principal (a keytab's, else the ticket cache's)".to_owned()
-        }
-        (None, None) => match std::env::var(crate::env_vars::hadoop::USER_NAME) {
+        // Known once logged in: `describe` says who.
+        (None, true) => "the Kerberos principal".to_owned(),
+        (None, false) => match std::env::var(crate::env_vars::hadoop::USER_NAME) {
             Ok(user) if !user.is_empty() => format!(
                 "{user} ({}; simple authentication)",
                 crate::env_vars::hadoop::USER_NAME
@@ -443,15 +502,26 @@ fn who(
 /// How NameNode `addr` of `cluster` answers a read (`getFileInfo /`) asked
 /// directly: active, standby, or not at all.
 async fn namenode_state(cluster: &Cluster, addr: &str, limit: std::time::Duration) -> String {
-    let client = ClientBuilder::new()
+    let runtime = match client::runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => return format!("cannot ask it: {e}"),
+    };
+    let builder = ClientBuilder::new()
         .with_url(format!("hdfs://{addr}"))
         .with_config(cluster.config.clone())
-        .build();
-    let client = match client {
+        .with_io_runtime(runtime.clone());
+    let client = match client::with_kerberos(builder, cluster.credentials.as_ref()).build() {
         Ok(client) => client,
         Err(e) => return format!("cannot ask it: {}", describe(&e)),
     };
-    match tokio::time::timeout(limit, client.get_file_info("/")).await {
+    let task = runtime.spawn(async move { client.get_file_info("/").await });
+    let answer = tokio::time::timeout(limit, task).await;
+    let answer = match answer {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => return format!("cannot ask it: {e}"),
+        Err(elapsed) => Err(elapsed),
+    };
+    match answer {
         Err(_) => format!(
             "does not answer within {} (--connect-timeout)",
             crate::util::duration::format_duration(limit)
@@ -478,12 +548,20 @@ fn validator(status: &hdfs_native::client::FileStatus) -> String {
 #[async_trait]
 impl Source for HdfsSource {
     async fn open(&self, uri: &Url, req: &OpenRequest) -> Result<Body, SourceError> {
-        let (c, path) = self.cluster(uri)?;
-        let status = self.call(c, uri, c.client.get_file_info(&path)).await?;
+        let (c, path) = self.ready(uri).await?;
+        let p = path.clone();
+        let status = self
+            .call(c, uri, move |client| async move {
+                client.get_file_info(&p).await
+            })
+            .await?;
         if status.isdir {
             return Err(directory(uri));
         }
-        let reader = self.call(c, uri, c.client.read(&path)).await?;
+        let p = path.clone();
+        let reader = self
+            .call(c, uri, move |client| async move { client.read(&p).await })
+            .await?;
         let size = reader.file_length() as u64;
         let version = validator(&status);
         // Like If-Range: continue only the same version, else send it all.
@@ -537,44 +615,19 @@ impl Source for HdfsSource {
             item.map(|next| {
                 next.map(|r| {
                     r.map_err(|e| match &e {
-                        HdfsError::DataTransferError(m) if m.starts_with("All DataNodes failed") => {
+                        HdfsError::DataTransferError(m)
+                            if m.starts_with("All DataNodes failed") =>
+                        {
                             // A reader never goes back to a DataNode that sent one bad
                             // block, even for other blocks: try once more with a fresh
                             // reader before calling the file corrupt.
                             let seen_before = corrupt
                                 .lock()
-                                .map(|mut c| std::mem::replace(&mut *c.entry(key.clone()).or_default(), true))
+                                .map(|mut c| {
+                                    std::mem::replace(&mut *c.entry(key.clone()).or_default(), true)
+                                })
                                 .unwrap_or(true);
-                            if watched.saw_checksum_errors() && seen_before {
-                                SourceError::new(
-                                    FaultKind::Integrity,
-                                    format!("{shown}: every replica of a block failed checksum verification (corrupt on every DataNode); nothing was published"),
-                                )
-                            } else if watched.saw_checksum_errors() {
-                                SourceError::new(
-                                    FaultKind::Transient,
-                                    format!("{shown}: corrupt replicas (checksum mismatch) and no good one left for this reader; trying again with a fresh list of DataNodes"),
-                                )
-                            } else {
-                                let tried = watched.failed_datanodes();
-                                let token = if tried.iter().any(|t| t.contains("access token")) {
-                                    "; the DataNodes refused the block access token the NameNode issued: the cluster's NameNode and DataNodes disagree on block keys, or the token expired (a cluster problem, for its admins)"
-                                } else {
-                                    ""
-                                };
-                                SourceError::new(
-                                    FaultKind::Transient,
-                                    format!(
-                                        "{shown}:{} no DataNode holding it could serve it{}{token}",
-                                        block.as_deref().unwrap_or(" a block:"),
-                                        if tried.is_empty() {
-                                            String::new()
-                                        } else {
-                                            format!(" (tried {})", tried.join(", "))
-                                        }
-                                    ),
-                                )
-                            }
+                            datanodes_failed(&shown, &watched, seen_before, block.as_deref())
                         }
                         _ => SourceError::new(fault_of(&e), format!("{shown}: {}", describe(&e))),
                     })
@@ -593,8 +646,12 @@ impl Source for HdfsSource {
     }
 
     async fn probe(&self, uri: &Url) -> Result<Probe, SourceError> {
-        let (c, path) = self.cluster(uri)?;
-        let status = self.call(c, uri, c.client.get_file_info(&path)).await?;
+        let (c, path) = self.ready(uri).await?;
+        let status = self
+            .call(c, uri, move |client| async move {
+                client.get_file_info(&path).await
+            })
+            .await?;
         if status.isdir {
             return Err(directory(uri));
         }
@@ -656,13 +713,64 @@ impl Source for HdfsSource {
                 .iter()
                 .map(|n| format!("\n    warning        {n}"))
                 .collect();
+            let (auth, user) = match (cluster.kerberos, self.login.as_ref().map(|l| l.done.get())) {
+                (true, Some(Some(Ok(identity)))) => (
+                    format!("Kerberos: {}", identity.describe()),
+                    format!("{} (Kerberos)", identity.principal),
+                ),
+                (true, Some(Some(Err(e)))) => (
+                    format!("Kerberos, but the login failed: {e}"),
+                    "none (no Kerberos login)".to_owned(),
+                ),
+                _ => (self.auth.clone(), cluster.user.clone()),
+            };
             format!(
-                "  hdfs cluster     {key}\n    namenodes      {namenodes}\n    auth           {}\n    user           {}{notes}",
-                self.auth, cluster.user
+                "  hdfs cluster     {key}\n    namenodes      {namenodes}\n    auth           {auth}\n    user           {user}{notes}"
             )
         });
         conf_dir.chain(clusters).collect()
     }
+}
+
+/// Every DataNode of a block failed for one reader: corrupt replicas (checked
+/// once more with a fresh reader before the file is called corrupt), refused
+/// block tokens, or DataNodes that could not serve it.
+fn datanodes_failed(
+    shown: &str,
+    watched: &replicas::Watched<impl futures_util::Stream + Unpin>,
+    seen_before: bool,
+    block: Option<&str>,
+) -> SourceError {
+    if watched.saw_checksum_errors() && seen_before {
+        return SourceError::new(
+            FaultKind::Integrity,
+            format!("{shown}: every replica of a block failed checksum verification (corrupt on every DataNode); nothing was published"),
+        );
+    }
+    if watched.saw_checksum_errors() {
+        return SourceError::new(
+            FaultKind::Transient,
+            format!("{shown}: corrupt replicas (checksum mismatch) and no good one left for this reader; trying again with a fresh list of DataNodes"),
+        );
+    }
+    let tried = watched.failed_datanodes();
+    let token = if tried.iter().any(|t| t.contains("access token")) {
+        "; the DataNodes refused the block access token the NameNode issued: the cluster's NameNode and DataNodes disagree on block keys, or the token expired (a cluster problem, for its admins)"
+    } else {
+        ""
+    };
+    let tried = if tried.is_empty() {
+        String::new()
+    } else {
+        format!(" (tried {})", tried.join(", "))
+    };
+    SourceError::new(
+        FaultKind::Transient,
+        format!(
+            "{shown}:{} no DataNode holding it could serve it{tried}{token}",
+            block.unwrap_or(" a block:")
+        ),
+    )
 }
 
 /// The Hadoop key that makes the client run SASL with each DataNode.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub const REALM: &str = "LOCALIZER.TEST";
 pub const USER: &str = "alice@LOCALIZER.TEST";
+pub const OTHER_USER: &str = "bob@LOCALIZER.TEST";
 pub const NAMENODE: &str = "nn/localhost@LOCALIZER.TEST";
 
 pub struct Kdc {
@@ -139,10 +140,15 @@ impl Kdc {
         for query in [
             "addprinc -randkey +requires_preauth alice".to_owned(),
             "addprinc -randkey nn/localhost".to_owned(),
+            "addprinc -randkey +requires_preauth bob".to_owned(),
             format!("ktadd -k {} alice", kt("alice-stale.keytab")),
             // A new key for alice: the keytab above is now stale.
             format!("ktadd -k {} alice", kt("alice.keytab")),
             format!("ktadd -k {} nn/localhost", kt("nn.keytab")),
+            format!("ktadd -k {} bob", kt("bob.keytab")),
+            // alice's and bob's current keys, without changing them.
+            format!("ktadd -k {} -norandkey alice", kt("both.keytab")),
+            format!("ktadd -k {} -norandkey bob", kt("both.keytab")),
         ] {
             run(&kadmin, &["-q", &query])?;
         }
@@ -217,6 +223,10 @@ impl Kdc {
     pub fn stale_keytab(&self) -> PathBuf {
         self.path("alice-stale.keytab")
     }
+    /// alice's and bob's keys, in that order.
+    pub fn both_keytab(&self) -> PathBuf {
+        self.path("both.keytab")
+    }
     pub fn namenode_keytab(&self) -> PathBuf {
         self.path("nn.keytab")
     }
@@ -225,6 +235,25 @@ impl Kdc {
     pub fn kinit(&self, cache: &Path, lifetime: Option<&str>) {
         self.kinit_with("krb5.conf", cache, lifetime)
             .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// `kinit -kt both.keytab PRINCIPAL` into `cache`: with KRB5CCNAME set to it, so
+    /// that a `DIR:` collection gets a cache per principal (the last one primary).
+    pub fn kinit_as(&self, principal: &str, cache: &str) {
+        let out = Command::new("kinit")
+            .arg("-kt")
+            .arg(self.both_keytab())
+            .arg(principal)
+            .env("KRB5CCNAME", cache)
+            .env("KRB5_CONFIG", self.krb5_conf())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kinit: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     fn kinit_with(&self, conf: &str, cache: &Path, lifetime: Option<&str>) -> Result<(), String> {

@@ -1,0 +1,246 @@
+//! The two Kerberos files a pod mounts, read far enough to check them before any
+//! GSSAPI call: a keytab (MIT's format, versions 0x0501 and 0x0502: which
+//! principals it holds) and a `FILE:` ticket cache (versions 0x0501 to 0x0504: its
+//! header and default principal). libkrb5 crashes on some malformed ticket caches
+//! (a segmentation fault in `krb5_cccol_have_content`, seen with 1.20), so a cache
+//! that does not parse here never reaches it.
+//!
+//! Neither reader looks at key material: keys and tickets are skipped by length.
+
+use std::path::Path;
+
+/// Keytabs and ticket caches are Secrets: at most 1 MiB.
+pub(crate) const FILE_LIMIT: u64 = 1024 * 1024;
+
+/// A bounds-checked big-endian reader.
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.data.len())
+            .ok_or_else(|| format!("truncated at byte {}", self.at))?;
+        let bytes = &self.data[self.at..end];
+        self.at = end;
+        Ok(bytes)
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
+    }
+    fn text(&mut self, len: usize) -> Result<String, String> {
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| format!("a name that is not UTF-8 before byte {}", self.at))
+    }
+    fn done(&self) -> bool {
+        self.at >= self.data.len()
+    }
+}
+
+/// `a/b@REALM` from a realm and components.
+fn principal(components: &[String], realm: &str) -> String {
+    format!("{}@{realm}", components.join("/"))
+}
+
+/// The principals a keytab holds, in file order without repeats (the first is
+/// what `kinit -k` and GSSAPI use when none is named).
+pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
+    let mut r = Reader { data, at: 0 };
+    let version = r
+        .u16()
+        .map_err(|_| "shorter than a keytab header".to_owned())?;
+    if version != 0x0501 && version != 0x0502 {
+        return Err("not a keytab (a keytab starts with the bytes 05 02; make one with kadmin's ktadd or ktutil)".to_owned());
+    }
+    let mut found: Vec<String> = Vec::new();
+    while !r.done() {
+        let size = r.u32()? as i32;
+        if size < 0 {
+            r.take(size.unsigned_abs() as usize)?; // a hole left by a removed entry
+            continue;
+        }
+        if size == 0 {
+            break; // MIT stops at a zero length (the end of what was written)
+        }
+        let entry = r.take(size as usize)?;
+        let mut e = Reader { data: entry, at: 0 };
+        let mut count = usize::from(e.u16()?);
+        if version == 0x0501 {
+            count = count.saturating_sub(1); // 0x0501 counts the realm too
+        }
+        let realm_len = usize::from(e.u16()?);
+        let realm = e.text(realm_len)?;
+        let mut components = Vec::with_capacity(count.min(16));
+        for _ in 0..count {
+            let len = usize::from(e.u16()?);
+            components.push(e.text(len)?);
+        }
+        if version == 0x0502 {
+            e.u32()?; // name type
+        }
+        e.take(4 + 1)?; // timestamp, 8-bit key version
+        e.u16()?; // enctype
+        let key_len = usize::from(e.u16()?);
+        e.take(key_len)?;
+        if components.is_empty() || realm.is_empty() {
+            return Err(format!(
+                "an entry with an empty principal name at byte {}",
+                r.at
+            ));
+        }
+        let name = principal(&components, &realm);
+        if !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    if found.is_empty() {
+        return Err("holds no keys".to_owned());
+    }
+    Ok(found)
+}
+
+/// The default principal of a `FILE:` ticket cache, or why it is not one.
+pub(crate) fn ccache_principal(data: &[u8]) -> Result<String, String> {
+    let mut r = Reader { data, at: 0 };
+    let version = r
+        .u16()
+        .map_err(|_| "empty or shorter than a ticket cache header".to_owned())?;
+    if !(0x0501..=0x0504).contains(&version) {
+        return Err("not a Kerberos ticket cache (one starts with the bytes 05 01 to 05 04; make one with kinit)".to_owned());
+    }
+    if version == 0x0504 {
+        let header_len = usize::from(r.u16()?);
+        r.take(header_len)?;
+    }
+    if version != 0x0501 {
+        r.u32()?; // name type
+    }
+    let mut count = r.u32()? as usize;
+    if version == 0x0501 {
+        count = count.saturating_sub(1);
+    }
+    if count > 64 {
+        return Err(format!("a principal of {count} components"));
+    }
+    let realm_len = r.u32()? as usize;
+    let realm = r.text(realm_len)?;
+    let mut components = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.u32()? as usize;
+        components.push(r.text(len)?);
+    }
+    if components.is_empty() || realm.is_empty() {
+        return Err("no default principal".to_owned());
+    }
+    Ok(principal(&components, &realm))
+}
+
+/// Whether principal `given` (as the user wrote it: the realm may be left out)
+/// names `full` (`name@REALM`).
+pub(crate) fn names(given: &str, full: &str) -> bool {
+    if given.contains('@') {
+        given == full
+    } else {
+        full.rsplit_once('@').is_some_and(|(name, _)| name == given)
+    }
+}
+
+/// The path of a `FILE:` ticket cache named by `KRB5CCNAME` (or a bare path);
+/// `None` for other kinds (`DIR:`, `KEYRING:`, `KCM:`, `MEMORY:`), which libkrb5 reads.
+pub(crate) fn file_cache(name: &str) -> Option<&Path> {
+    match name.split_once(':') {
+        Some(("FILE", path)) => Some(Path::new(path)),
+        Some((kind, _)) if kind.chars().all(|c| c.is_ascii_uppercase()) && !kind.is_empty() => None,
+        _ => Some(Path::new(name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(realm: &str, comps: &[&str]) -> Vec<u8> {
+        let mut e = Vec::new();
+        e.extend((comps.len() as u16).to_be_bytes());
+        e.extend((realm.len() as u16).to_be_bytes());
+        e.extend(realm.as_bytes());
+        for c in comps {
+            e.extend((c.len() as u16).to_be_bytes());
+            e.extend(c.as_bytes());
+        }
+        e.extend(1u32.to_be_bytes()); // name type
+        e.extend(0u32.to_be_bytes()); // timestamp
+        e.push(2); // kvno
+        e.extend(18u16.to_be_bytes()); // enctype
+        e.extend(32u16.to_be_bytes());
+        e.extend([7u8; 32]);
+        let mut out = (e.len() as u32).to_be_bytes().to_vec();
+        out.extend(e);
+        out
+    }
+
+    #[test]
+    fn keytab_principals_in_order_without_repeats_and_holes_skipped() {
+        let mut kt = vec![5, 2];
+        kt.extend(entry("EX.COM", &["alice"]));
+        kt.extend((-6i32).to_be_bytes());
+        kt.extend([0u8; 6]);
+        kt.extend(entry("EX.COM", &["nn", "host"]));
+        kt.extend(entry("EX.COM", &["alice"]));
+        assert_eq!(
+            keytab_principals(&kt).unwrap(),
+            vec!["alice@EX.COM", "nn/host@EX.COM"]
+        );
+        assert!(names("alice", "alice@EX.COM"));
+        assert!(names("alice@EX.COM", "alice@EX.COM"));
+        assert!(!names("alice@OTHER", "alice@EX.COM"));
+        // Truncated anywhere: an error, never a panic.
+        for cut in 0..kt.len() {
+            let _ = keytab_principals(&kt[..cut]);
+        }
+        assert!(keytab_principals(&kt[..40])
+            .unwrap_err()
+            .contains("truncated"));
+        assert_eq!(keytab_principals(&[5, 2]).unwrap_err(), "holds no keys");
+        assert!(keytab_principals(b"garbage")
+            .unwrap_err()
+            .contains("not a keytab"));
+    }
+
+    #[test]
+    fn ticket_cache_headers() {
+        let mut cc = vec![5, 4, 0, 12];
+        cc.extend([0u8; 12]);
+        cc.extend(1u32.to_be_bytes());
+        cc.extend(1u32.to_be_bytes());
+        cc.extend(6u32.to_be_bytes());
+        cc.extend(b"EX.COM");
+        cc.extend(5u32.to_be_bytes());
+        cc.extend(b"alice");
+        assert_eq!(ccache_principal(&cc).unwrap(), "alice@EX.COM");
+        for cut in 0..cc.len() {
+            assert!(ccache_principal(&cc[..cut]).is_err());
+        }
+        assert!(ccache_principal(&[5, 4]).is_err());
+        assert!(ccache_principal(&[]).is_err());
+        assert!(ccache_principal(&[0xde, 0xad, 0xbe, 0xef])
+            .unwrap_err()
+            .contains("not a Kerberos ticket cache"));
+        assert_eq!(file_cache("FILE:/tmp/x"), Some(Path::new("/tmp/x")));
+        assert_eq!(file_cache("/tmp/x"), Some(Path::new("/tmp/x")));
+        assert_eq!(file_cache("DIR:/tmp/d"), None);
+        assert_eq!(file_cache("KEYRING:persistent:1"), None);
+    }
+}
