@@ -44,7 +44,7 @@ trap cleanup EXIT
 # A bundle of incompressible bytes: a tar.gz about size_mib MiB.
 mkdir -p "$work/payload"
 head -c "$((size_mib * 1024 * 1024))" /dev/urandom > "$work/payload/big.jar"
-"$bin" stage serve --listen 127.0.0.1:0 --store "$work/store" --unused-ttl 1h \
+"$bin" stage serve --upload-auth none --listen 127.0.0.1:0 --store "$work/store" --unused-ttl 1h \
     > "$work/serve.out" 2> "$work/serve.err" &
 server_pid=$!
 for _ in $(seq 100); do grep -q '^listening on ' "$work/serve.out" 2>/dev/null && break; sleep 0.1; done

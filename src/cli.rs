@@ -101,6 +101,17 @@ pub(crate) enum StageKind {
     Files,
 }
 
+/// `stage serve --upload-auth`: who may upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum UploadAuthMode {
+    /// Anyone who reaches the server may upload.
+    None,
+    /// A bearer token listed in --upload-token-file.
+    Token,
+    /// The submitter's Kubernetes token (TokenReview, SubjectAccessReview).
+    Kubernetes,
+}
+
 /// Inputs of `stage upload`.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct UploadArgs {
@@ -111,6 +122,20 @@ pub(crate) struct UploadArgs {
     /// Extra trusted CA certificates (PEM; repeatable). SSL_CERT_FILE is honoured too.
     #[arg(long, env = env::STAGE_CA_CERT, value_name = "PEM", action = ArgAction::Append, value_delimiter = ',')]
     pub ca_cert: Vec<PathBuf>,
+
+    /// A file whose first line is the bearer token to upload with (Authorization:
+    /// Bearer) [default: the kubeconfig's token, when the server asks for one].
+    #[arg(long, env = env::STAGE_TOKEN_FILE, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// The kubeconfig to take the upload token from (its current context's user:
+    /// token, tokenFile or an exec plugin) [default: KUBECONFIG, else ~/.kube/config].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context whose user uploads [default: its current-context].
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
 
     /// Namespace of the pods that will fetch the bundle [default: default].
     #[arg(long, env = env::STAGE_NAMESPACE, value_name = "NS")]
@@ -211,6 +236,34 @@ pub(crate) struct ServeArgs {
     /// [default: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt].
     #[arg(long, env = env::STAGE_KUBE_CA_CERT, value_name = "PEM")]
     pub kube_ca_cert: Option<PathBuf>,
+
+    /// Who may upload: a bearer token listed in --upload-token-file (token; the default
+    /// when that file is given), the submitter's Kubernetes token allowed to create pods
+    /// in the upload's namespace (kubernetes), or anyone (none: only behind a
+    /// NetworkPolicy). Required: there is no silent default.
+    #[arg(long, env = env::STAGE_UPLOAD_AUTH, value_enum, value_name = "none|token|kubernetes")]
+    pub upload_auth: Option<UploadAuthMode>,
+
+    /// Bearer tokens allowed to upload, one per line (a mounted Secret); re-read when
+    /// it changes, so a rotated Secret takes effect without a restart.
+    #[arg(long, env = env::STAGE_UPLOAD_TOKEN_FILE, value_name = "FILE")]
+    pub upload_token_file: Option<PathBuf>,
+
+    /// The most bytes all bundles may hold; an upload past it is refused (507).
+    #[arg(long, env = env::STAGE_MAX_STORE_BYTES, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_store_bytes: Option<u64>,
+
+    /// The most bundles the store may hold; an upload past it is refused (429).
+    #[arg(long, env = env::STAGE_MAX_BUNDLES, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_bundles: Option<u64>,
+
+    /// The most bytes the bundles of one owner namespace may hold (507 past it).
+    #[arg(long, env = env::STAGE_MAX_NAMESPACE_BYTES, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_namespace_bytes: Option<u64>,
+
+    /// The most bundles one owner namespace may hold (429 past it).
+    #[arg(long, env = env::STAGE_MAX_NAMESPACE_BUNDLES, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_namespace_bundles: Option<u64>,
 
     /// With --store s3://…: a mounted Secret with the bucket's keys (files access-key,
     /// secret-key, optional session-token), re-read on every request [default: AWS_*,

@@ -83,6 +83,15 @@ pub(crate) const STAGE_OWNER_CHECK_INTERVAL: &str = "SPARK_LOCALIZER_STAGE_OWNER
 pub(crate) const STAGE_KUBE_API: &str = "SPARK_LOCALIZER_STAGE_KUBE_API";
 pub(crate) const STAGE_KUBE_TOKEN_FILE: &str = "SPARK_LOCALIZER_STAGE_KUBE_TOKEN_FILE";
 pub(crate) const STAGE_KUBE_CA_CERT: &str = "SPARK_LOCALIZER_STAGE_KUBE_CA_CERT";
+pub(crate) const STAGE_UPLOAD_AUTH: &str = "SPARK_LOCALIZER_STAGE_UPLOAD_AUTH";
+pub(crate) const STAGE_UPLOAD_TOKEN_FILE: &str = "SPARK_LOCALIZER_STAGE_UPLOAD_TOKEN_FILE";
+pub(crate) const STAGE_MAX_STORE_BYTES: &str = "SPARK_LOCALIZER_STAGE_MAX_STORE_BYTES";
+pub(crate) const STAGE_MAX_BUNDLES: &str = "SPARK_LOCALIZER_STAGE_MAX_BUNDLES";
+pub(crate) const STAGE_MAX_NAMESPACE_BYTES: &str = "SPARK_LOCALIZER_STAGE_MAX_NAMESPACE_BYTES";
+pub(crate) const STAGE_MAX_NAMESPACE_BUNDLES: &str = "SPARK_LOCALIZER_STAGE_MAX_NAMESPACE_BUNDLES";
+/// `stage upload`: the bearer token file and the kubeconfig to take a token from.
+pub(crate) const STAGE_TOKEN_FILE: &str = "SPARK_LOCALIZER_STAGE_TOKEN_FILE";
+pub(crate) const KUBECONFIG: &str = "KUBECONFIG";
 // `stage upload`.
 pub(crate) const STAGE_SERVER: &str = "SPARK_LOCALIZER_STAGE_SERVER";
 pub(crate) const STAGE_CA_CERT: &str = "SPARK_LOCALIZER_STAGE_CA_CERT";

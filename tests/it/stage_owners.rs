@@ -576,6 +576,7 @@ fn owner_check_configuration() {
             .args(args)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("SPARK_LOCALIZER_LOG")
+            .env("SPARK_LOCALIZER_STAGE_UPLOAD_AUTH", "none")
             .output()
             .unwrap();
         (

@@ -48,6 +48,8 @@ impl Stage {
                 cmd.env_remove(&name);
             }
         }
+        // Uploads from anyone unless a test says otherwise (its flag wins).
+        cmd.env("SPARK_LOCALIZER_STAGE_UPLOAD_AUTH", "none");
         cmd.envs(env.iter().copied());
         let server = Listening::spawn(cmd);
         Stage {
@@ -297,6 +299,8 @@ pub(crate) fn serve_must_exit(store: &Path, args: &[&str], within: Duration) -> 
             cmd.env_remove(&name);
         }
     }
+    // Uploads from anyone unless a test says otherwise (its flag wins).
+    cmd.env("SPARK_LOCALIZER_STAGE_UPLOAD_AUTH", "none");
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())

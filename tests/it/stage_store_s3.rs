@@ -201,7 +201,8 @@ fn refused(store: &str, env: &[(&'static str, String)], args: &[&str]) -> (Optio
         store,
     ])
     .args(args)
-    .env("TMPDIR", tmp.path());
+    .env("TMPDIR", tmp.path())
+    .env("SPARK_LOCALIZER_STAGE_UPLOAD_AUTH", "none");
     for (name, _) in std::env::vars() {
         if name.starts_with("SPARK_LOCALIZER_") || name.starts_with("AWS_") {
             cmd.env_remove(&name);

@@ -205,7 +205,7 @@ fn status_hint(status: StatusCode, namespace: &str) -> String {
 
 /// A client trusting only `ca` when given (else the bundled and system roots);
 /// no proxy, no redirects (the token stays with the API server).
-fn client(ca: Option<&Path>) -> Result<reqwest::Client, OwnerSetupError> {
+pub(crate) fn client(ca: Option<&Path>) -> Result<reqwest::Client, OwnerSetupError> {
     let roots = match ca {
         Some(path) => {
             let pem =

@@ -43,7 +43,7 @@ use crate::util::fs::read_config_text;
 use crate::util::redact::{error_chain, register_secret};
 
 mod eligibility;
-mod kube;
+pub(crate) mod kube;
 
 /// The service account token Kubernetes mounts in every pod.
 pub(crate) const DEFAULT_TOKEN_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -111,31 +111,14 @@ impl OwnerChecker {
     pub(crate) fn from_args(
         args: &ServeArgs,
     ) -> Result<Option<Arc<OwnerChecker>>, OwnerSetupError> {
-        let host = std::env::var(env::KUBERNETES_SERVICE_HOST)
-            .ok()
-            .filter(|h| !h.trim().is_empty());
-        let (api, in_cluster) = match (&args.kube_api, host) {
-            (Some(api), _) => (api.clone(), false),
-            (None, Some(host)) => {
-                let port = std::env::var(env::KUBERNETES_SERVICE_PORT).ok();
-                (in_cluster_api(&host, port.as_deref())?, true)
-            }
-            (None, None) => {
-                info!("owner checks off: not in a cluster and no --kube-api; downloaded bundles are kept until --max-ttl");
-                return Ok(None);
-            }
-        };
-        let token_file = match &args.kube_token_file {
-            Some(path) => Some(check_token(path, "--kube-token-file")?),
-            None if in_cluster || Path::new(DEFAULT_TOKEN_FILE).exists() => Some(check_token(
-                Path::new(DEFAULT_TOKEN_FILE),
-                "the in-pod default",
-            )?),
-            None => None,
-        };
-        let ca = match &args.kube_ca_cert {
-            Some(path) => Some(path.clone()),
-            None => Some(PathBuf::from(DEFAULT_CA_FILE)).filter(|p| p.exists()),
+        let Some(ApiAccess {
+            api,
+            token_file,
+            ca,
+        }) = api_access(args)?
+        else {
+            info!("owner checks off: not in a cluster and no --kube-api; downloaded bundles are kept until --max-ttl");
+            return Ok(None);
         };
         let checker = OwnerChecker {
             kube: KubeApi::new(api.clone(), ca.as_deref())?,
@@ -288,6 +271,62 @@ impl OwnerChecker {
         }
         Ok(Some(token.to_owned()))
     }
+}
+
+/// Where the Kubernetes API is and how `stage serve` reaches it: `--kube-api` or,
+/// in a pod, the kubelet's variables; the service account's token and CA unless
+/// given. `None` outside a cluster without `--kube-api`.
+pub(crate) struct ApiAccess {
+    pub api: url::Url,
+    pub token_file: Option<PathBuf>,
+    pub ca: Option<PathBuf>,
+}
+
+pub(crate) fn api_access(args: &ServeArgs) -> Result<Option<ApiAccess>, OwnerSetupError> {
+    let host = std::env::var(env::KUBERNETES_SERVICE_HOST)
+        .ok()
+        .filter(|h| !h.trim().is_empty());
+    let (api, in_cluster) = match (&args.kube_api, host) {
+        (Some(api), _) => (api.clone(), false),
+        (None, Some(host)) => {
+            let port = std::env::var(env::KUBERNETES_SERVICE_PORT).ok();
+            (in_cluster_api(&host, port.as_deref())?, true)
+        }
+        (None, None) => return Ok(None),
+    };
+    let token_file = match &args.kube_token_file {
+        Some(path) => Some(check_token(path, "--kube-token-file")?),
+        None if in_cluster || Path::new(DEFAULT_TOKEN_FILE).exists() => Some(check_token(
+            Path::new(DEFAULT_TOKEN_FILE),
+            "the in-pod default",
+        )?),
+        None => None,
+    };
+    let ca = match &args.kube_ca_cert {
+        Some(path) => Some(path.clone()),
+        None => Some(PathBuf::from(DEFAULT_CA_FILE)).filter(|p| p.exists()),
+    };
+    Ok(Some(ApiAccess {
+        api,
+        token_file,
+        ca,
+    }))
+}
+
+/// The service account's bearer token from `path`, re-read (it rotates) and
+/// registered for redaction.
+pub(crate) async fn read_token(path: &Path) -> Result<String, String> {
+    let file = path.to_owned();
+    let read = tokio::task::spawn_blocking(move || read_config_text(&file))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let text = read.map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("the token file {} is empty", path.display()));
+    }
+    register_secret(token);
+    Ok(token.to_owned())
 }
 
 /// Fails early, naming the file, when the token cannot be read.

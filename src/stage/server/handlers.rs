@@ -224,7 +224,7 @@ pub(super) async fn remove(
     UrlPath(id): UrlPath<String>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    authorize(&state, &id, &headers).await?;
+    let meta = authorize(&state, &id, &headers).await?;
     let deleted = state
         .store
         .delete(&id)
@@ -233,6 +233,7 @@ pub(super) async fn remove(
     if !deleted {
         return Err(ApiError::not_found());
     }
+    state.quotas.release(&meta.owner.namespace, meta.size);
     info!("deleted bundle {id} on request");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -20,9 +20,69 @@ pub(super) struct Metrics {
     pub(super) auth_failures: AtomicU64,
     pub(super) owner_checks: AtomicU64,
     pub(super) owner_check_errors: AtomicU64,
+    /// Uploads refused, by reason (no_token, unknown_token, forbidden,
+    /// api_unavailable, quota_*).
+    refusals: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+/// A Prometheus label value: `\`, `"` and newlines escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 impl Metrics {
+    /// Counts an upload refused for `reason`.
+    pub(super) fn refused(&self, reason: &'static str) {
+        let mut refusals = self
+            .refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *refusals.entry(reason).or_default() += 1;
+    }
+
+    /// The refusals and the store's use per namespace (with the quotas).
+    fn render_use(&self, quotas: &super::quota::Quotas) -> String {
+        let mut out = String::new();
+        let name = "spark_localizer_stage_upload_refusals_total";
+        out.push_str(&format!("# HELP {name} Uploads refused, by reason.\n# TYPE {name} counter\n"));
+        let refusals = self
+            .refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for (reason, n) in refusals {
+            out.push_str(&format!("{name}{{reason=\"{reason}\"}} {n}\n"));
+        }
+        let (total, namespaces) = quotas.snapshot();
+        let limits = quotas.limits();
+        for (metric, help, value, limit) in [
+            ("store_bytes", "Bytes of the bundles in the store.", total.bytes, limits.store_bytes),
+            ("store_bundles", "Bundles in the store, as counted for the quotas.", total.bundles, limits.bundles),
+        ] {
+            let name = format!("spark_localizer_stage_{metric}");
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+            if let Some(limit) = limit {
+                let name = format!("{name}_quota");
+                out.push_str(&format!("# HELP {name} Its quota.\n# TYPE {name} gauge\n{name} {limit}\n"));
+            }
+        }
+        for (metric, help, pick) in [
+            ("namespace_bytes", "Bytes of the bundles of each owner namespace.", true),
+            ("namespace_bundles", "Bundles of each owner namespace.", false),
+        ] {
+            let name = format!("spark_localizer_stage_{metric}");
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+            for (ns, used) in &namespaces {
+                let value = if pick { used.bytes } else { used.bundles };
+                out.push_str(&format!("{name}{{namespace=\"{}\"}} {value}\n", label(ns)));
+            }
+        }
+        out
+    }
+
     /// Prometheus text exposition (version 0.0.4).
     fn render(&self, stored: usize) -> String {
         let counters = [
@@ -87,7 +147,7 @@ pub(super) async fn endpoint(State(state): State<Arc<AppState>>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(stored),
+        state.metrics.render(stored) + &state.metrics.render_use(&state.quotas),
     )
         .into_response()
 }

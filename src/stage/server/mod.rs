@@ -33,12 +33,16 @@ use crate::origin::Origin;
 use crate::s3::settings::S3Settings;
 
 mod access_log;
+mod auth;
 mod handlers;
 mod metrics;
+mod quota;
 mod receive;
+mod review;
 mod sweeper;
 mod tls;
 
+pub(crate) use auth::AuthSetupError;
 pub(crate) use tls::TlsSetupError;
 
 /// Why the staging server could not start; the message names the flag.
@@ -48,6 +52,8 @@ pub(crate) enum ServeError {
     Tls(#[from] TlsSetupError),
     #[error(transparent)]
     Owners(#[from] OwnerSetupError),
+    #[error(transparent)]
+    Auth(#[from] AuthSetupError),
     #[error("--store {shown}: {reason}")]
     StoreLocation { shown: String, reason: String },
     #[error(transparent)]
@@ -94,6 +100,10 @@ struct AppState {
     policy: sweeper::Policy,
     /// Owner checks against the Kubernetes API; `None` when off.
     owners: Option<Arc<OwnerChecker>>,
+    /// Who may upload.
+    auth: auth::UploadAuth,
+    /// How much the store may hold, and how much it does.
+    quotas: quota::Quotas,
     max_upload: u64,
     /// An upload body that sends nothing for this long is answered 408.
     upload_idle_timeout: Duration,
@@ -102,9 +112,21 @@ struct AppState {
 }
 
 impl AppState {
-    fn new(args: &ServeArgs, store: Arc<dyn Store>, owners: Option<Arc<OwnerChecker>>) -> AppState {
+    fn new(
+        args: &ServeArgs,
+        store: Arc<dyn Store>,
+        owners: Option<Arc<OwnerChecker>>,
+        auth: auth::UploadAuth,
+    ) -> AppState {
         AppState {
             store,
+            auth,
+            quotas: quota::Quotas::new(quota::Limits {
+                store_bytes: args.max_store_bytes,
+                bundles: args.max_bundles,
+                namespace_bytes: args.max_namespace_bytes,
+                namespace_bundles: args.max_namespace_bundles,
+            }),
             metrics: metrics::Metrics::default(),
             policy: sweeper::Policy {
                 unused_ttl: args.unused_ttl,
@@ -135,6 +157,12 @@ pub(crate) async fn serve(
         _ => None,
     };
     let owners = OwnerChecker::from_args(args)?;
+    let auth = auth::UploadAuth::new(args.upload_auth, args.upload_token_file.as_deref(), || {
+        review::Reviewer::from_args(args)
+    })?;
+    if auth.is_open() {
+        tracing::warn!("--upload-auth none: anyone who can reach this server may upload; keep it behind a NetworkPolicy");
+    }
     let store = open_store(args).await?;
     let (listener, addr) =
         server::bind(args.listen)
@@ -145,11 +173,14 @@ pub(crate) async fn serve(
             })?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     server::announce(&format!("listening on {scheme}://{addr}"));
-    let state = Arc::new(AppState::new(args, store, owners));
-    let stored = state.store.list().await.map(|l| l.len()).unwrap_or(0);
+    let state = Arc::new(AppState::new(args, store, owners, auth));
+    let listed = state.store.list().await.unwrap_or_default();
+    state.quotas.recount(&listed);
+    let stored = listed.len();
     info!(
-        "staging server on {scheme}://{addr}: store {}, {stored} bundle(s), uploads up to {} bytes, unused bundles kept {:?}, any bundle kept {:?}",
+        "staging server on {scheme}://{addr}: store {}, {stored} bundle(s), {}, uploads up to {} bytes, unused bundles kept {:?}, any bundle kept {:?}",
         args.store.display(),
+        state.auth.describe(),
         args.max_upload_bytes,
         args.unused_ttl,
         args.max_ttl

@@ -29,8 +29,9 @@ use rustls::crypto::SecureRandom;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tracing::info;
+use tracing::{info, warn};
 
+use super::auth::{Caller, Refusal};
 use super::handlers::ApiError;
 use super::AppState;
 use crate::archive;
@@ -61,6 +62,26 @@ pub(super) async fn upload(
     State(state): State<Arc<AppState>>,
     req: Request,
 ) -> Result<(StatusCode, Json<SubmittedResource>), ApiError> {
+    // Who it is, before any of the body is read; and whether the store has room
+    // for one more bundle of the announced size at all.
+    let refused = |r: Refusal| {
+        state.metrics.refused(r.reason);
+        ApiError::new(r.status, r.message)
+    };
+    let caller = state.auth.authenticate(req.headers()).await;
+    let caller = caller.map_err(|r| {
+        warn!("upload refused ({}): {}", r.reason, r.message);
+        refused(r)
+    })?;
+    let declared_len = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let bundle_at_least = declared_len.map_or(0, |len| len.saturating_sub(MULTIPART_SLACK));
+    state.quotas.check(None, bundle_at_least).map_err(|r| {
+        info!("upload refused by a quota: {}", r.message);
+        refused(r)
+    })?;
     let boundary = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -102,7 +123,7 @@ pub(super) async fn upload(
         "upload-{}.part",
         hex::encode(random::<8>(state.rng)?)
     )));
-    let received = receive(&state, &mut multipart, &spool.0).await;
+    let received = receive(&state, &caller, &mut multipart, &spool.0).await;
     let received = received.map_err(|e| match cut.get() {
         Some(Cut::TooLarge) => ApiError::too_large(state.max_upload),
         Some(Cut::Idle) => ApiError::new(
@@ -114,7 +135,7 @@ pub(super) async fn upload(
         ),
         None => e,
     })?;
-    let submitted = commit(&state, &spool.0, received).await?;
+    let submitted = commit(&state, &caller, &spool.0, received).await?;
     Ok((StatusCode::CREATED, Json(submitted)))
 }
 
@@ -197,6 +218,7 @@ struct Received {
 
 async fn receive(
     state: &AppState,
+    caller: &Caller,
     multipart: &mut multer::Multipart<'_>,
     spool: &Path,
 ) -> Result<Received, ApiError> {
@@ -214,7 +236,11 @@ async fn receive(
                 if owner.is_some() {
                     return Err(repeated(api::PART_OWNER));
                 }
-                owner = Some(read_owner(field).await?);
+                let read = read_owner(field).await?;
+                // The namespace is known: allowed there? (Before the bundle is
+                // spooled when the owner part comes first.)
+                permit(state, caller, &read.namespace).await?;
+                owner = Some(read);
             }
             _ => {} // skipped by the next next_field()
         }
@@ -235,6 +261,15 @@ async fn receive(
         size,
         sha256,
         owner,
+    })
+}
+
+/// Whether `caller` may upload for `namespace`; a refusal is counted and logged.
+async fn permit(state: &AppState, caller: &Caller, namespace: &str) -> Result<(), ApiError> {
+    state.auth.authorize(caller, namespace).await.map_err(|r| {
+        state.metrics.refused(r.reason);
+        warn!("upload refused ({}): {}", r.reason, r.message);
+        ApiError::new(r.status, r.message)
     })
 }
 
@@ -313,6 +348,7 @@ async fn read_owner(mut field: multer::Field<'_>) -> Result<ResourceOwner, ApiEr
 /// Validates the spooled bundle, gives it an id and a secret, and commits it.
 async fn commit(
     state: &AppState,
+    caller: &Caller,
     spooled: &Path,
     received: Received,
 ) -> Result<SubmittedResource, ApiError> {
@@ -347,22 +383,33 @@ async fn commit(
         created_ms: now_ms(),
         first_download_ms: None,
     };
+    // Room for it, reserved under one lock: concurrent uploads never pass a quota.
+    let reservation = state
+        .quotas
+        .reserve(&meta.owner.namespace, meta.size)
+        .map_err(|r| {
+            state.metrics.refused(r.reason);
+            info!("upload refused by a quota: {}", r.message);
+            ApiError::new(r.status, r.message)
+        })?;
     state
         .store
         .commit(spooled, &meta)
         .await
         .map_err(|e| ApiError::internal("cannot store the upload", e))?;
+    reservation.keep();
     state.metrics.uploads.fetch_add(1, Ordering::Relaxed);
     state
         .metrics
         .upload_bytes
         .fetch_add(meta.size, Ordering::Relaxed);
     info!(
-        "stored bundle {id}: {} bytes, {} entries, sha256 {}, owner namespace \"{}\"",
+        "stored bundle {id}: {} bytes, {} entries, sha256 {}, owner namespace \"{}\", from {}",
         meta.size,
         unpacked.entries,
         meta.sha256,
-        meta.owner.namespace.escape_debug()
+        meta.owner.namespace.escape_debug(),
+        caller.name.escape_debug()
     );
     Ok(SubmittedResource {
         resource_id: id,

@@ -88,6 +88,7 @@ async fn check_owners(state: &AppState) {
 }
 
 async fn sweep(state: &AppState) {
+    state.quotas.listing();
     let all = match state.store.list().await {
         Ok(all) => all,
         Err(e) => {
@@ -95,6 +96,8 @@ async fn sweep(state: &AppState) {
             return;
         }
     };
+    // Recount the use from the store (other replicas commit to a shared bucket).
+    state.quotas.recount(&all);
     let now = now_ms();
     for meta in all {
         if let Some(why) = state.policy.expired(&meta, now) {
@@ -106,6 +109,7 @@ async fn sweep(state: &AppState) {
 pub(super) async fn expire(state: &AppState, meta: &BundleMeta, why: &str) {
     match state.store.delete(&meta.id).await {
         Ok(true) => {
+            state.quotas.release(&meta.owner.namespace, meta.size);
             state.metrics.expirations.fetch_add(1, Ordering::Relaxed);
             info!("bundle {} expired ({why}); deleted", meta.id);
         }

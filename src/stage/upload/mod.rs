@@ -27,6 +27,7 @@ use crate::util::redact::{error_chain, register_secret};
 mod bundle;
 mod plan;
 mod report;
+mod token;
 
 /// Time allowed to open a TCP/TLS connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,6 +104,15 @@ impl UploadError {
             UploadError::Unreachable { source, .. } => {
                 crate::net::transport_hint(source, source.is_connect())
             }
+            UploadError::Refused { status, .. } if status.as_u16() == 401 => Some(
+                "the server asks for an upload token: give --token-file FILE (a token its --upload-token-file lists), or use a kubeconfig whose user the cluster accepts (--upload-auth kubernetes)",
+            ),
+            UploadError::Refused { status, .. } if status.as_u16() == 403 => Some(
+                "upload for a namespace (--namespace) in which your Kubernetes user may create pods",
+            ),
+            UploadError::Refused { status, .. } if matches!(status.as_u16(), 429 | 507) => Some(
+                "the server's store is at a quota: try again when bundles expire, or ask its operators to raise the quota",
+            ),
             _ => None,
         }
     }
@@ -137,7 +147,18 @@ struct Uploaded {
 /// Runs `stage upload`: checks, uploads every bundle (deleting those already
 /// uploaded when a later one fails) and returns the text to print on stdout.
 pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
-    let plan = plan::plan(args)?;
+    let mut plan = plan::plan(args)?;
+    let token = token::find(
+        args.token_file.as_deref(),
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+    )
+    .await
+    .map_err(UploadError::Usage)?;
+    if let Some(token) = token {
+        info!("uploading with the bearer token of {}", token.from);
+        plan.token = Some(token.value);
+    }
     let mut uploaded = Vec::new();
     for bundle in &plan.bundles {
         match upload_one(&plan, bundle).await {
@@ -238,7 +259,7 @@ async fn send(
     let members = bundle.members.clone();
     let producer = tokio::task::spawn_blocking(move || write_bundle(&members, tx));
     let form = upload_form(&plan.owner, rx)?;
-    let answer = post(client, api::resources_url(&plan.base), form).await;
+    let answer = post(client, api::resources_url(&plan.base), form, plan.token.as_deref()).await;
     // The request (and with it the channel's receiver) is gone: the producer ends.
     let produced = producer.await.map_err(UploadError::BundlingThread)?;
     let unreachable = |source| UploadError::Unreachable {
@@ -286,9 +307,11 @@ fn upload_form(
     let owner = Part::text(owner)
         .mime_str("application/json")
         .map_err(UploadError::Mime)?;
+    // The owner first: a server that checks who may upload for its namespace
+    // refuses before the bundle is sent.
     Ok(Form::new()
-        .part(api::PART_RESOURCES, bundle)
-        .part(api::PART_OWNER, owner))
+        .part(api::PART_OWNER, owner)
+        .part(api::PART_RESOURCES, bundle))
 }
 
 /// Sends the upload and reads the answer's body.
@@ -296,8 +319,13 @@ async fn post(
     client: &reqwest::Client,
     url: Url,
     form: reqwest::multipart::Form,
+    token: Option<&str>,
 ) -> Result<Answer, reqwest::Error> {
-    let response = client.post(url).multipart(form).send().await?;
+    let mut request = client.post(url).multipart(form);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await?;
     let status = response.status();
     Ok((status, response.bytes().await))
 }

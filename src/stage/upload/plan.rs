@@ -37,6 +37,8 @@ pub(super) struct Plan {
     /// One bundle, or two (jars, then files) with `--jars` and `--files`.
     pub(super) bundles: Vec<BundlePlan>,
     pub(super) ca_files: Vec<CaFile>,
+    /// The bearer token to upload with (`--token-file`, the kubeconfig's), if any.
+    pub(super) token: Option<String>,
 }
 
 /// The files of one bundle.
@@ -91,6 +93,7 @@ pub(super) fn plan(args: &UploadArgs) -> Result<Plan, UploadError> {
         },
         bundles,
         ca_files,
+        token: None,
     })
 }
 

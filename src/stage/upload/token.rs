@@ -1,0 +1,260 @@
+//! The bearer token `stage upload` sends (`Authorization: Bearer`): the first
+//! line of `--token-file`, else the kubeconfig's user for the chosen context (a
+//! `token`, a `tokenFile`, or the `status.token` of an `exec` credential plugin as
+//! `kubectl` runs it: EKS, GKE, AKS), else none (a server with `--upload-auth none`).
+//!
+//! The kubeconfig is `--kubeconfig`, else the first file of `KUBECONFIG` that
+//! exists, else `~/.kube/config`. Tokens are registered for redaction, never logged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::util::fs::{read_config_text, read_regular};
+use crate::util::redact::register_secret;
+
+/// An exec credential plugin gets this long to print its token.
+const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the token came from (for the log) and the token.
+pub(crate) struct Token {
+    pub from: String,
+    pub value: String,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token").field("from", &self.from).finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct KubeConfig {
+    #[serde(rename = "current-context", default)]
+    current_context: Option<String>,
+    #[serde(default)]
+    contexts: Vec<Named<Context>>,
+    #[serde(default)]
+    users: Vec<Named<User>>,
+}
+
+#[derive(Deserialize)]
+struct Named<T> {
+    name: String,
+    #[serde(alias = "context", alias = "user")]
+    value: Option<T>,
+}
+
+#[derive(Deserialize, Default)]
+struct Context {
+    #[serde(default)]
+    user: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct User {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(rename = "tokenFile", default)]
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    exec: Option<Exec>,
+}
+
+#[derive(Deserialize)]
+struct Exec {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Option<Vec<EnvVar>>,
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EnvVar {
+    name: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct ExecCredential {
+    status: Option<ExecStatus>,
+}
+
+#[derive(Deserialize)]
+struct ExecStatus {
+    token: Option<String>,
+}
+
+/// The first token line of `path`.
+fn first_line(path: &Path, what: &str) -> Result<String, String> {
+    let text = read_config_text(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{what} {} holds no token", path.display()))
+}
+
+/// The kubeconfig to read: `--kubeconfig`, else `KUBECONFIG`'s first existing
+/// file, else `~/.kube/config` when it exists.
+fn kubeconfig_path(given: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = given {
+        return Some(path.to_owned());
+    }
+    if let Some(list) = std::env::var_os(crate::env_vars::KUBECONFIG).filter(|v| !v.is_empty()) {
+        return std::env::split_paths(&list).find(|p| p.is_file());
+    }
+    let home = std::env::var_os("HOME")?;
+    Some(Path::new(&home).join(".kube/config")).filter(|p| p.is_file())
+}
+
+/// The upload token: `--token-file`, else the kubeconfig's, else `None`.
+pub(crate) async fn find(
+    token_file: Option<&Path>,
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Option<Token>, String> {
+    if let Some(path) = token_file {
+        let value = first_line(path, "--token-file")?;
+        register_secret(&value);
+        return Ok(Some(Token {
+            from: format!("--token-file {}", path.display()),
+            value,
+        }));
+    }
+    let Some(path) = kubeconfig_path(kubeconfig) else {
+        if context.is_some() {
+            return Err("--context needs a kubeconfig (--kubeconfig, KUBECONFIG or ~/.kube/config)".to_owned());
+        }
+        return Ok(None);
+    };
+    let found = from_kubeconfig(&path, context).await?;
+    if let Some(token) = &found {
+        register_secret(&token.value);
+    }
+    Ok(found)
+}
+
+async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<Token>, String> {
+    let shown = path.display();
+    let bytes = read_regular(path, crate::util::fs::CONFIG_LIMIT)
+        .map_err(|e| format!("kubeconfig {shown}: {e}"))?;
+    let config: KubeConfig = serde_yaml_ng::from_slice(&bytes)
+        .map_err(|e| format!("kubeconfig {shown} is not a kubeconfig: {e}"))?;
+    let Some(name) = context.map(str::to_owned).or(config.current_context) else {
+        return Ok(None);
+    };
+    let ctx = config
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("kubeconfig {shown} has no context {name:?}"))?;
+    let Some(user_name) = ctx.value.as_ref().and_then(|c| c.user.clone()) else {
+        return Ok(None);
+    };
+    let user = config
+        .users
+        .iter()
+        .find(|u| u.name == user_name)
+        .and_then(|u| u.value.as_ref())
+        .ok_or_else(|| format!("kubeconfig {shown}: context {name:?} names user {user_name:?}, which it does not define"))?;
+    let from = format!("kubeconfig {shown}, context {name}, user {user_name}");
+    let value = if let Some(token) = user.token.clone().filter(|t| !t.is_empty()) {
+        token
+    } else if let Some(file) = &user.token_file {
+        first_line(file, &format!("{from}: tokenFile"))?
+    } else if let Some(exec) = &user.exec {
+        run_exec(exec, &from).await?
+    } else {
+        // Client certificates and the like: no bearer token to send.
+        return Ok(None);
+    };
+    Ok(Some(Token { from, value }))
+}
+
+/// Runs an exec credential plugin as kubectl does and reads its `status.token`.
+async fn run_exec(exec: &Exec, from: &str) -> Result<String, String> {
+    let api = exec
+        .api_version
+        .clone()
+        .unwrap_or_else(|| "client.authentication.k8s.io/v1".to_owned());
+    let info = serde_json::json!({
+        "apiVersion": api,
+        "kind": "ExecCredential",
+        "spec": {"interactive": false},
+    });
+    let mut cmd = tokio::process::Command::new(&exec.command);
+    cmd.args(&exec.args)
+        .env("KUBERNETES_EXEC_INFO", info.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let env: BTreeMap<&str, &str> = exec
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e.value.as_str()))
+        .collect();
+    cmd.envs(env);
+    let run = tokio::time::timeout(EXEC_TIMEOUT, cmd.output()).await;
+    let out = match run {
+        Err(_) => return Err(format!("{from}: the exec plugin {} did not finish within {}s", exec.command, EXEC_TIMEOUT.as_secs())),
+        Ok(Err(e)) => return Err(format!("{from}: cannot run the exec plugin {}: {e}", exec.command)),
+        Ok(Ok(out)) => out,
+    };
+    if !out.status.success() {
+        return Err(format!("{from}: the exec plugin {} failed ({})", exec.command, out.status));
+    }
+    let credential: ExecCredential = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{from}: the exec plugin {} printed no ExecCredential: {e}", exec.command))?;
+    credential
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("{from}: the exec plugin {} gave no token (client certificates are not supported for uploads)", exec.command))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn tokens_from_a_file_and_each_kind_of_kubeconfig_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("t"), "# upload token\n  tok-1  \nother\n").unwrap();
+        let t = find(Some(&d.join("t")), None, None).await.unwrap().unwrap();
+        assert_eq!(t.value, "tok-1");
+        std::fs::write(d.join("sa-token"), "from-file\n").unwrap();
+        std::fs::write(
+            d.join("plugin.sh"),
+            "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"from-exec-'$SUFFIX'\"}}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(d.join("plugin.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts:\n- name: a\n  context: {{cluster: c, user: inline}}\n- name: b\n  context: {{cluster: c, user: file}}\n- name: e\n  context: {{cluster: c, user: plugin}}\n- name: cert\n  context: {{cluster: c, user: cert}}\nusers:\n- name: inline\n  user: {{token: tok-inline}}\n- name: file\n  user: {{tokenFile: {}}}\n- name: plugin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      env: [{{name: SUFFIX, value: x}}]\n- name: cert\n  user: {{client-certificate-data: AAAA}}\n",
+            d.join("sa-token").display(),
+            d.join("plugin.sh").display()
+        );
+        std::fs::write(d.join("config"), kubeconfig).unwrap();
+        let k = Some(d.join("config"));
+        let get = |ctx: Option<&'static str>| {
+            let k = k.clone();
+            async move { find(None, k.as_deref(), ctx).await }
+        };
+        assert_eq!(get(None).await.unwrap().unwrap().value, "tok-inline");
+        assert_eq!(get(Some("b")).await.unwrap().unwrap().value, "from-file");
+        assert_eq!(get(Some("e")).await.unwrap().unwrap().value, "from-exec-x");
+        assert!(get(Some("cert")).await.unwrap().is_none());
+        assert!(get(Some("nope")).await.unwrap_err().contains("no context"));
+        std::fs::write(d.join("bad"), "[: not yaml").unwrap();
+        assert!(find(None, Some(&d.join("bad")), None).await.unwrap_err().contains("not a kubeconfig"));
+    }
+}
