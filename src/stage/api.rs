@@ -119,6 +119,8 @@ pub(crate) enum OwnerError {
     Json(serde_json::Error),
     #[error("part '{PART_OWNER}' has an empty namespace")]
     EmptyNamespace,
+    #[error("part '{PART_OWNER}' names namespace {0:?}, which is not a Kubernetes namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)")]
+    BadNamespace(String),
     #[error("part '{PART_OWNER}' has an empty ownerType (leave it out for {OWNER_TYPE_POD:?})")]
     EmptyOwnerType,
     #[error("part '{PART_OWNER}' has an ownerType longer than {OWNER_TYPE_MAX_LEN} bytes")]
@@ -127,12 +129,28 @@ pub(crate) enum OwnerError {
     OwnerTypeControl,
 }
 
+/// A Kubernetes namespace name (an RFC 1123 label): what owner checks, quotas and
+/// the SubjectAccessReview are keyed on.
+pub(crate) fn is_namespace(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
 impl ResourceOwner {
     /// Parses and checks the owner part.
     pub(crate) fn parse(json: &[u8]) -> Result<ResourceOwner, OwnerError> {
         let owner: ResourceOwner = serde_json::from_slice(json).map_err(OwnerError::Json)?;
         if owner.namespace.trim().is_empty() {
             return Err(OwnerError::EmptyNamespace);
+        }
+        if !is_namespace(&owner.namespace) {
+            let shown: String = owner.namespace.chars().take(80).collect();
+            return Err(OwnerError::BadNamespace(shown));
         }
         let owner_type = &owner.owner_type;
         if owner_type.trim().is_empty() {

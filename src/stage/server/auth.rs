@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tracing::warn;
 
-use super::review::{Reviewer, ReviewedUser};
+use super::review::{ReviewedUser, Reviewer};
 
 /// The most a token file may hold (a Secret holds at most 1 MiB).
 const TOKEN_FILE_LIMIT: u64 = 1024 * 1024;
@@ -73,11 +73,20 @@ struct Tokens {
     loaded: Mutex<(FileStamp, Vec<[u8; 32]>)>,
 }
 
-type FileStamp = (u64, u64, u64, i64, i64);
+/// Device, inode, size, mtime and ctime (which no one can set back).
+type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
 
 fn stamp(path: &Path) -> std::io::Result<FileStamp> {
     let m = std::fs::metadata(path)?;
-    Ok((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    Ok((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 /// The sha256 of each token of a token file: one per line, blank lines and `#`
@@ -85,14 +94,28 @@ fn stamp(path: &Path) -> std::io::Result<FileStamp> {
 fn read_tokens(path: &Path) -> Result<Vec<[u8; 32]>, String> {
     let bytes = crate::util::fs::read_regular(path, TOKEN_FILE_LIMIT).map_err(|e| e.to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
-    let tokens: Vec<[u8; 32]> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|t| Sha256::digest(t.as_bytes()).into())
-        .collect();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let mut tokens: Vec<[u8; 32]> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let token = line.trim();
+        if token.is_empty() || token.starts_with('#') {
+            continue;
+        }
+        // What an Authorization header can carry: visible ASCII.
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            warn!(
+                "--upload-token-file {}: line {} has characters an Authorization header cannot carry (only visible ASCII); no client can send it",
+                path.display(),
+                n + 1
+            );
+            continue;
+        }
+        tokens.push(Sha256::digest(token.as_bytes()).into());
+    }
     if tokens.is_empty() {
-        return Err("holds no token (one per line; blank lines and # comments are skipped)".to_owned());
+        return Err(
+            "holds no token (one per line; blank lines and # comments are skipped)".to_owned(),
+        );
     }
     Ok(tokens)
 }
@@ -118,8 +141,13 @@ impl Tokens {
         let Ok(mut loaded) = self.loaded.lock() else {
             return None;
         };
-        if let Ok(now) = stamp(&self.path) {
-            if now != loaded.0 {
+        match stamp(&self.path) {
+            Err(e) => warn!(
+                "--upload-token-file {}: {e}; keeping the {} token(s) read before",
+                self.path.display(),
+                loaded.1.len()
+            ),
+            Ok(now) if now != loaded.0 => {
                 match read_tokens(&self.path) {
                     Ok(tokens) => {
                         tracing::info!(
@@ -136,6 +164,7 @@ impl Tokens {
                     ),
                 }
             }
+            Ok(_) => {}
         }
         let hash = Sha256::digest(presented.as_bytes());
         let mut found = None;
@@ -159,12 +188,18 @@ pub(super) struct UploadAuth {
     mode: Mode,
 }
 
-/// The bearer token of an `Authorization` header, if any.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
+/// The bearer token of an `Authorization` header: `Ok(None)` when there is none,
+/// `Err` when the header holds what cannot be one (not visible ASCII).
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ()> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value.to_str().map_err(|_| ())?.trim();
+    let Some((scheme, token)) = value.split_once(' ') else {
+        return Ok(None);
+    };
     let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    Ok((scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token))
 }
 
 impl UploadAuth {
@@ -176,13 +211,25 @@ impl UploadAuth {
         let mode = match (mode, token_file) {
             (None, Some(_)) => UploadAuthMode::Token,
             (None, None) => return Err(AuthSetupError::NotChosen),
+            (Some(mode), Some(file)) if mode != UploadAuthMode::Token => {
+                warn!(
+                    "--upload-token-file {} is not used with --upload-auth {}",
+                    file.display(),
+                    if mode == UploadAuthMode::None {
+                        "none"
+                    } else {
+                        "kubernetes"
+                    }
+                );
+                mode
+            }
             (Some(mode), _) => mode,
         };
         let mode = match mode {
             UploadAuthMode::None => Mode::None,
-            UploadAuthMode::Token => {
-                Mode::Token(Tokens::open(token_file.ok_or(AuthSetupError::NoTokenFile)?)?)
-            }
+            UploadAuthMode::Token => Mode::Token(Tokens::open(
+                token_file.ok_or(AuthSetupError::NoTokenFile)?,
+            )?),
             UploadAuthMode::Kubernetes => {
                 Mode::Kubernetes(reviewer().map_err(AuthSetupError::Kubernetes)?)
             }
@@ -215,7 +262,14 @@ impl UploadAuth {
         if let Mode::None = self.mode {
             return Ok(anyone());
         }
-        let Some(token) = bearer(headers) else {
+        let Ok(token) = bearer(headers) else {
+            return Err(Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "unknown_token",
+                "the Authorization header is not a usable bearer token (only visible ASCII)",
+            ));
+        };
+        let Some(token) = token else {
             return Err(Refusal::new(
                 StatusCode::UNAUTHORIZED,
                 "no_token",
@@ -272,11 +326,15 @@ impl UploadAuth {
 }
 
 fn unavailable(e: &super::review::ReviewError) -> Refusal {
-    warn!("upload refused: the Kubernetes API did not confirm the token: {e}");
+    // The details (API address, files) go to the log, not to the uploader.
+    warn!("upload refused: the Kubernetes API gave no verdict: {e}");
     Refusal::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "api_unavailable",
-        format!("the Kubernetes API could not confirm the upload's token ({e}); the upload is refused: try again"),
+        format!(
+            "the Kubernetes API could not confirm who may upload ({}); the upload is refused: try again (details in the server log)",
+            e.short()
+        ),
     )
 }
 
@@ -287,14 +345,18 @@ mod tests {
     #[test]
     fn bearer_tokens_are_read_and_compared_with_every_known_one() {
         let mut h = HeaderMap::new();
-        assert_eq!(bearer(&h), None);
+        assert_eq!(bearer(&h), Ok(None));
         h.insert(header::AUTHORIZATION, "Bearer  abc ".parse().unwrap());
-        assert_eq!(bearer(&h), Some("abc"));
+        assert_eq!(bearer(&h), Ok(Some("abc")));
         h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
-        assert_eq!(bearer(&h), None);
+        assert_eq!(bearer(&h), Ok(None));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
-        std::fs::write(&path, "# submitters\none\n\n  two  \n").unwrap();
+        std::fs::write(
+            &path,
+            "\u{feff}# submitters\none\n\n  two  \n\u{e9}t\u{e9}\n",
+        )
+        .unwrap();
         let tokens = Tokens::open(&path).unwrap();
         assert_eq!(tokens.find("one"), Some(0));
         assert_eq!(tokens.find("two"), Some(1));

@@ -25,6 +25,18 @@ pub(super) struct Metrics {
     refusals: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
+/// Every reason an upload is refused for.
+const REASONS: [&str; 8] = [
+    "no_token",
+    "unknown_token",
+    "forbidden",
+    "api_unavailable",
+    "quota_bytes",
+    "quota_bundles",
+    "quota_namespace_bytes",
+    "quota_namespace_bundles",
+];
+
 /// A Prometheus label value: `\`, `"` and newlines escaped.
 fn label(value: &str) -> String {
     value
@@ -47,31 +59,59 @@ impl Metrics {
     fn render_use(&self, quotas: &super::quota::Quotas) -> String {
         let mut out = String::new();
         let name = "spark_localizer_stage_upload_refusals_total";
-        out.push_str(&format!("# HELP {name} Uploads refused, by reason.\n# TYPE {name} counter\n"));
-        let refusals = self
+        out.push_str(&format!(
+            "# HELP {name} Uploads refused, by reason.\n# TYPE {name} counter\n"
+        ));
+        let mut refusals = self
             .refusals
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        // Every reason from the start, at 0: rates and alerts need the series.
+        for reason in REASONS {
+            refusals.entry(reason).or_default();
+        }
         for (reason, n) in refusals {
             out.push_str(&format!("{name}{{reason=\"{reason}\"}} {n}\n"));
         }
         let (total, namespaces) = quotas.snapshot();
         let limits = quotas.limits();
         for (metric, help, value, limit) in [
-            ("store_bytes", "Bytes of the bundles in the store.", total.bytes, limits.store_bytes),
-            ("store_bundles", "Bundles in the store, as counted for the quotas.", total.bundles, limits.bundles),
+            (
+                "store_bytes",
+                "Bytes of the bundles in the store.",
+                total.bytes,
+                limits.store_bytes,
+            ),
+            (
+                "store_bundles",
+                "Bundles in the store, as counted for the quotas.",
+                total.bundles,
+                limits.bundles,
+            ),
         ] {
             let name = format!("spark_localizer_stage_{metric}");
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            ));
             if let Some(limit) = limit {
                 let name = format!("{name}_quota");
-                out.push_str(&format!("# HELP {name} Its quota.\n# TYPE {name} gauge\n{name} {limit}\n"));
+                out.push_str(&format!(
+                    "# HELP {name} Its quota.\n# TYPE {name} gauge\n{name} {limit}\n"
+                ));
             }
         }
         for (metric, help, pick) in [
-            ("namespace_bytes", "Bytes of the bundles of each owner namespace.", true),
-            ("namespace_bundles", "Bundles of each owner namespace.", false),
+            (
+                "namespace_bytes",
+                "Bytes of the bundles of each owner namespace.",
+                true,
+            ),
+            (
+                "namespace_bundles",
+                "Bundles of each owner namespace.",
+                false,
+            ),
         ] {
             let name = format!("spark_localizer_stage_{metric}");
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));

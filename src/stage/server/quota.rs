@@ -94,10 +94,16 @@ impl Quotas {
     /// the use. Nothing is reserved.
     pub(super) fn check(&self, namespace: Option<&str>, size: u64) -> Result<(), Refusal> {
         let usage = self.lock();
-        self.fits(&usage, namespace, size)
+        self.fits(&usage, namespace, size, "at least ")
     }
 
-    fn fits(&self, usage: &Usage, namespace: Option<&str>, size: u64) -> Result<(), Refusal> {
+    fn fits(
+        &self,
+        usage: &Usage,
+        namespace: Option<&str>,
+        size: u64,
+        bound: &str,
+    ) -> Result<(), Refusal> {
         let l = &self.limits;
         let total = usage.total;
         if let Some(max) = l.bundles.filter(|&max| total.bundles >= max) {
@@ -107,12 +113,15 @@ impl Quotas {
                 format!("the store holds {} bundles, its quota (--max-bundles {max}): try again when bundles expire", total.bundles),
             ));
         }
-        if let Some(max) = l.store_bytes.filter(|&max| total.bytes.saturating_add(size) > max) {
+        if let Some(max) = l
+            .store_bytes
+            .filter(|&max| total.bytes.saturating_add(size) > max)
+        {
             return Err(over(
                 StatusCode::INSUFFICIENT_STORAGE,
                 "quota_bytes",
                 format!(
-                    "the store holds {} bytes and this bundle has {size}: over its quota (--max-store-bytes {max})",
+                    "the store holds {} bytes and this bundle has {bound}{size}: over its quota (--max-store-bytes {max})",
                     total.bytes
                 ),
             ));
@@ -137,7 +146,7 @@ impl Quotas {
                 StatusCode::INSUFFICIENT_STORAGE,
                 "quota_namespace_bytes",
                 format!(
-                    "namespace {shown} holds {} bytes and this bundle has {size}: over its quota (--max-namespace-bytes {max})",
+                    "namespace {shown} holds {} bytes and this bundle has {bound}{size}: over its quota (--max-namespace-bytes {max})",
                     used.bytes
                 ),
             ));
@@ -148,7 +157,7 @@ impl Quotas {
     /// Reserves `size` bytes and one bundle for `namespace`, or refuses.
     pub(super) fn reserve(&self, namespace: &str, size: u64) -> Result<Reservation<'_>, Refusal> {
         let mut usage = self.lock();
-        self.fits(&usage, Some(namespace), size)?;
+        self.fits(&usage, Some(namespace), size, "")?;
         add(&mut usage, namespace, size, 1);
         usage.changed_since_listing = true;
         Ok(Reservation {
@@ -233,7 +242,12 @@ mod tests {
         a.keep();
         let e = q.reserve("a", 20).err().unwrap();
         assert_eq!(e.status, StatusCode::INSUFFICIENT_STORAGE);
-        assert!(e.message.contains("namespace a holds 50 bytes") && e.message.contains("--max-namespace-bytes 60"), "{}", e.message);
+        assert!(
+            e.message.contains("namespace a holds 50 bytes")
+                && e.message.contains("--max-namespace-bytes 60"),
+            "{}",
+            e.message
+        );
         {
             let _dropped = q.reserve("b", 40).unwrap();
             assert!(q.reserve("c", 20).is_err(), "100 bytes reserved");
@@ -244,7 +258,13 @@ mod tests {
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
         assert!(e.message.contains("holds 3 bundles") && e.message.contains("--max-bundles 3"));
         q.release("a", 50);
-        assert_eq!(q.snapshot().0, Use { bytes: 30, bundles: 2 });
+        assert_eq!(
+            q.snapshot().0,
+            Use {
+                bytes: 30,
+                bundles: 2
+            }
+        );
         assert!(!q.snapshot().1.contains_key("a"));
     }
 }

@@ -68,15 +68,19 @@ pub(super) async fn upload(
         state.metrics.refused(r.reason);
         ApiError::new(r.status, r.message)
     };
-    let caller = state.auth.authenticate(req.headers()).await;
-    let caller = caller.map_err(|r| {
-        warn!("upload refused ({}): {}", r.reason, r.message);
-        refused(r)
-    })?;
     let declared_len = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let caller = state.auth.authenticate(req.headers()).await;
+    let caller = caller.map_err(|r| {
+        if declared_len == Some(0) && r.reason == "no_token" {
+            // `stage upload` asking whether a token is wanted: not a refusal.
+            return ApiError::new(r.status, r.message);
+        }
+        warn!("upload refused ({}): {}", r.reason, r.message);
+        refused(r)
+    })?;
     let bundle_at_least = declared_len.map_or(0, |len| len.saturating_sub(MULTIPART_SLACK));
     state.quotas.check(None, bundle_at_least).map_err(|r| {
         info!("upload refused by a quota: {}", r.message);
@@ -264,13 +268,20 @@ async fn receive(
     })
 }
 
-/// Whether `caller` may upload for `namespace`; a refusal is counted and logged.
+/// Whether `caller` may upload for `namespace`, and whether the namespace has
+/// room for one more bundle; a refusal is counted and logged.
 async fn permit(state: &AppState, caller: &Caller, namespace: &str) -> Result<(), ApiError> {
-    state.auth.authorize(caller, namespace).await.map_err(|r| {
+    let refused = |r: Refusal| {
         state.metrics.refused(r.reason);
         warn!("upload refused ({}): {}", r.reason, r.message);
         ApiError::new(r.status, r.message)
-    })
+    };
+    state
+        .auth
+        .authorize(caller, namespace)
+        .await
+        .map_err(refused)?;
+    state.quotas.check(Some(namespace), 0).map_err(refused)
 }
 
 fn repeated(part: &str) -> ApiError {

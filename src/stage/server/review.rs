@@ -26,7 +26,10 @@ const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 pub(super) enum ReviewError {
     #[error("{0}")]
     Token(String),
-    #[error("the Kubernetes API did not answer within {}", crate::util::duration::format_duration(REVIEW_TIMEOUT))]
+    #[error(
+        "the Kubernetes API did not answer within {}",
+        crate::util::duration::format_duration(REVIEW_TIMEOUT)
+    )]
     Timeout,
     #[error("the Kubernetes API is unreachable: {0}")]
     Transport(String),
@@ -38,6 +41,19 @@ pub(super) enum ReviewError {
     },
     #[error("the Kubernetes API's answer is not a {0}")]
     Body(&'static str),
+}
+
+impl ReviewError {
+    /// Without addresses or paths: what an uploader is told.
+    pub(super) fn short(&self) -> &'static str {
+        match self {
+            ReviewError::Token(_) => "the server's own credentials are unusable",
+            ReviewError::Timeout => "no answer in time",
+            ReviewError::Transport(_) => "unreachable",
+            ReviewError::Status { .. } => "an error answer",
+            ReviewError::Body(_) => "an answer that is not a review",
+        }
+    }
 }
 
 /// A user as the TokenReview names it (what the SubjectAccessReview asks about).
@@ -92,7 +108,10 @@ impl Reviewer {
             ca,
         }) = owners::api_access(args).map_err(|e| crate::util::redact::error_chain(&e))?
         else {
-            return Err("no Kubernetes API: run in a pod (KUBERNETES_SERVICE_HOST) or give --kube-api URL".to_owned());
+            return Err(
+                "no Kubernetes API: run in a pod (KUBERNETES_SERVICE_HOST) or give --kube-api URL"
+                    .to_owned(),
+            );
         };
         let client = owners::kube::client(ca.as_deref())
             .map_err(|e| crate::util::redact::error_chain(&e))?;
@@ -111,9 +130,7 @@ impl Reviewer {
         let mut url = self.api.clone();
         url.set_query(None);
         if let Ok(mut segments) = url.path_segments_mut() {
-            segments
-                .pop_if_empty()
-                .extend(["apis", group, "v1", kind]);
+            segments.pop_if_empty().extend(["apis", group, "v1", kind]);
         }
         url
     }
@@ -179,14 +196,21 @@ impl Reviewer {
     }
 
     /// The user `token` belongs to, or `None` when the API does not authenticate it.
-    pub(super) async fn review_token(&self, token: &str) -> Result<Option<ReviewedUser>, ReviewError> {
+    pub(super) async fn review_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<ReviewedUser>, ReviewError> {
         let body = serde_json::json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
             "spec": {"token": token},
         });
         let status: TokenStatus = self
-            .post(self.url("authentication.k8s.io", "tokenreviews"), "TokenReview", body)
+            .post(
+                self.url("authentication.k8s.io", "tokenreviews"),
+                "TokenReview",
+                body,
+            )
             .await?;
         Ok(match status {
             TokenStatus {

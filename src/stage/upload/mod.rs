@@ -148,14 +148,24 @@ struct Uploaded {
 /// uploaded when a later one fails) and returns the text to print on stdout.
 pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
     let mut plan = plan::plan(args)?;
-    let token = token::find(
-        args.token_file.as_deref(),
-        args.kubeconfig.as_deref(),
-        args.context.as_deref(),
-    )
-    .await
-    .map_err(UploadError::Usage)?;
+    let mut token = token::from_file(args.token_file.as_deref()).map_err(UploadError::Usage)?;
+    // The kubeconfig's token (a cluster credential) goes only to a server that asks.
+    if token.is_none() && asks_for_token(&plan).await {
+        token = token::from_kubeconfig_for(args.kubeconfig.as_deref(), args.context.as_deref())
+            .await
+            .map_err(UploadError::Usage)?;
+    } else if token.is_none()
+        && token::kubeconfig_named(args.kubeconfig.as_deref(), args.context.as_deref())
+    {
+        debug!("the staging server does not ask for an upload token: the kubeconfig is not used");
+    }
     if let Some(token) = token {
+        if plan.base.scheme() == "http" && token.from.starts_with("kubeconfig") {
+            warn!(
+                "sending the Kubernetes token of {} over plain http to {}: use https",
+                token.from, plan.server
+            );
+        }
         info!("uploading with the bearer token of {}", token.from);
         plan.token = Some(token.value);
     }
@@ -181,6 +191,25 @@ pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
         )),
         None => report::json_lines(&plan.server, &uploaded),
     }
+}
+
+/// Whether the server wants an upload token: it answers an empty upload without
+/// one with 401 (it authenticates before reading a body); anything else, or no
+/// answer, is no.
+async fn asks_for_token(plan: &Plan) -> bool {
+    let Ok(client) = client(plan) else {
+        return false;
+    };
+    let probe = client
+        .post(api::resources_url(&plan.base))
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "multipart/form-data; boundary=spark-localizer-probe",
+        )
+        .body(Vec::new())
+        .send()
+        .await;
+    matches!(probe, Ok(answer) if answer.status() == StatusCode::UNAUTHORIZED)
 }
 
 /// Deletes an uploaded bundle (best effort).
@@ -259,7 +288,13 @@ async fn send(
     let members = bundle.members.clone();
     let producer = tokio::task::spawn_blocking(move || write_bundle(&members, tx));
     let form = upload_form(&plan.owner, rx)?;
-    let answer = post(client, api::resources_url(&plan.base), form, plan.token.as_deref()).await;
+    let answer = post(
+        client,
+        api::resources_url(&plan.base),
+        form,
+        plan.token.as_deref(),
+    )
+    .await;
     // The request (and with it the channel's receiver) is gone: the producer ends.
     let produced = producer.await.map_err(UploadError::BundlingThread)?;
     let unreachable = |source| UploadError::Unreachable {

@@ -1,10 +1,12 @@
 //! The bearer token `stage upload` sends (`Authorization: Bearer`): the first
-//! line of `--token-file`, else the kubeconfig's user for the chosen context (a
-//! `token`, a `tokenFile`, or the `status.token` of an `exec` credential plugin as
-//! `kubectl` runs it: EKS, GKE, AKS), else none (a server with `--upload-auth none`).
+//! line of `--token-file`; else, only when the server asks for one (it answers an
+//! empty upload with 401), the kubeconfig's user for the chosen context (a `token`,
+//! a `tokenFile`, or the `status.token` of an `exec` credential plugin as `kubectl`
+//! runs it: EKS, GKE, AKS); else none (a server with `--upload-auth none`).
 //!
 //! The kubeconfig is `--kubeconfig`, else the first file of `KUBECONFIG` that
-//! exists, else `~/.kube/config`. Tokens are registered for redaction, never logged.
+//! exists, else `~/.kube/config`; relative paths in it are relative to its
+//! directory, as for kubectl. Tokens are registered for redaction, never logged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,8 @@ use crate::util::redact::register_secret;
 
 /// An exec credential plugin gets this long to print its token.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most of a plugin's stdout read (an ExecCredential is a few KiB).
+const EXEC_OUTPUT_LIMIT: u64 = 1024 * 1024;
 
 /// Where the token came from (for the log) and the token.
 pub(crate) struct Token {
@@ -26,7 +30,9 @@ pub(crate) struct Token {
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token").field("from", &self.from).finish_non_exhaustive()
+        f.debug_struct("Token")
+            .field("from", &self.from)
+            .finish_non_exhaustive()
     }
 }
 
@@ -113,31 +119,60 @@ fn kubeconfig_path(given: Option<&Path>) -> Option<PathBuf> {
     Some(Path::new(&home).join(".kube/config")).filter(|p| p.is_file())
 }
 
-/// The upload token: `--token-file`, else the kubeconfig's, else `None`.
-pub(crate) async fn find(
-    token_file: Option<&Path>,
+/// A token as an Authorization header can carry it: visible ASCII.
+fn usable(token: Token) -> Result<Token, String> {
+    register_secret(&token.value);
+    if token.value.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(token)
+    } else {
+        Err(format!(
+            "the token of {} has characters an Authorization header cannot carry (only visible ASCII)",
+            token.from
+        ))
+    }
+}
+
+/// `--token-file`'s token, if given.
+pub(crate) fn from_file(token_file: Option<&Path>) -> Result<Option<Token>, String> {
+    let Some(path) = token_file else {
+        return Ok(None);
+    };
+    let value = first_line(path, "--token-file")?;
+    usable(Token {
+        from: format!("--token-file {}", path.display()),
+        value,
+    })
+    .map(Some)
+}
+
+/// The kubeconfig's token, for a server that asked for one: an error when there is
+/// a kubeconfig but no bearer token in it, `None` when there is no kubeconfig.
+pub(crate) async fn from_kubeconfig_for(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<Option<Token>, String> {
-    if let Some(path) = token_file {
-        let value = first_line(path, "--token-file")?;
-        register_secret(&value);
-        return Ok(Some(Token {
-            from: format!("--token-file {}", path.display()),
-            value,
-        }));
-    }
     let Some(path) = kubeconfig_path(kubeconfig) else {
-        if context.is_some() {
-            return Err("--context needs a kubeconfig (--kubeconfig, KUBECONFIG or ~/.kube/config)".to_owned());
+        if context.is_some() || kubeconfig.is_some() {
+            return Err(
+                "--context needs a kubeconfig (--kubeconfig, KUBECONFIG or ~/.kube/config)"
+                    .to_owned(),
+            );
         }
         return Ok(None);
     };
-    let found = from_kubeconfig(&path, context).await?;
-    if let Some(token) = &found {
-        register_secret(&token.value);
+    match from_kubeconfig(&path, context).await? {
+        Some(token) => usable(token).map(Some),
+        None => Err(format!(
+            "the staging server asks for an upload token, and the kubeconfig {} gives none for {} (no current-context, or a user with only client certificates, which cannot be sent): give --token-file FILE, or --context NAME",
+            path.display(),
+            context.map_or("its current context".to_owned(), |c| format!("context {c}"))
+        )),
     }
-    Ok(found)
+}
+
+/// Whether `--context` or `--kubeconfig` name something that must be readable.
+pub(crate) fn kubeconfig_named(kubeconfig: Option<&Path>, context: Option<&str>) -> bool {
+    kubeconfig.is_some() || context.is_some()
 }
 
 async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<Token>, String> {
@@ -146,6 +181,8 @@ async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<To
         .map_err(|e| format!("kubeconfig {shown}: {e}"))?;
     let config: KubeConfig = serde_yaml_ng::from_slice(&bytes)
         .map_err(|e| format!("kubeconfig {shown} is not a kubeconfig: {e}"))?;
+    // Relative paths in a kubeconfig are relative to its directory.
+    let dir = path.parent().unwrap_or(Path::new("."));
     let Some(name) = context.map(str::to_owned).or(config.current_context) else {
         return Ok(None);
     };
@@ -167,9 +204,9 @@ async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<To
     let value = if let Some(token) = user.token.clone().filter(|t| !t.is_empty()) {
         token
     } else if let Some(file) = &user.token_file {
-        first_line(file, &format!("{from}: tokenFile"))?
+        first_line(&dir.join(file), &format!("{from}: tokenFile"))?
     } else if let Some(exec) = &user.exec {
-        run_exec(exec, &from).await?
+        run_exec(exec, dir, &from).await?
     } else {
         // Client certificates and the like: no bearer token to send.
         return Ok(None);
@@ -178,7 +215,7 @@ async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<To
 }
 
 /// Runs an exec credential plugin as kubectl does and reads its `status.token`.
-async fn run_exec(exec: &Exec, from: &str) -> Result<String, String> {
+async fn run_exec(exec: &Exec, dir: &Path, from: &str) -> Result<String, String> {
     let api = exec
         .api_version
         .clone()
@@ -188,12 +225,18 @@ async fn run_exec(exec: &Exec, from: &str) -> Result<String, String> {
         "kind": "ExecCredential",
         "spec": {"interactive": false},
     });
-    let mut cmd = tokio::process::Command::new(&exec.command);
+    // A command with a slash is a path (relative to the kubeconfig); without, PATH.
+    let program = if exec.command.contains('/') {
+        dir.join(&exec.command)
+    } else {
+        PathBuf::from(&exec.command)
+    };
+    let mut cmd = tokio::process::Command::new(&program);
     cmd.args(&exec.args)
         .env("KUBERNETES_EXEC_INFO", info.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     let env: BTreeMap<&str, &str> = exec
         .env
@@ -202,22 +245,78 @@ async fn run_exec(exec: &Exec, from: &str) -> Result<String, String> {
         .map(|e| (e.name.as_str(), e.value.as_str()))
         .collect();
     cmd.envs(env);
-    let run = tokio::time::timeout(EXEC_TIMEOUT, cmd.output()).await;
-    let out = match run {
-        Err(_) => return Err(format!("{from}: the exec plugin {} did not finish within {}s", exec.command, EXEC_TIMEOUT.as_secs())),
-        Ok(Err(e)) => return Err(format!("{from}: cannot run the exec plugin {}: {e}", exec.command)),
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("{from}: cannot run the exec plugin {}: {e}", exec.command))?;
+    let run = tokio::time::timeout(EXEC_TIMEOUT, bounded_output(child)).await;
+    let (status, stdout, stderr) = match run {
+        Err(_) => {
+            return Err(format!(
+                "{from}: the exec plugin {} did not finish within {}s",
+                exec.command,
+                EXEC_TIMEOUT.as_secs()
+            ))
+        }
+        Ok(Err(e)) => return Err(format!("{from}: the exec plugin {}: {e}", exec.command)),
         Ok(Ok(out)) => out,
     };
-    if !out.status.success() {
-        return Err(format!("{from}: the exec plugin {} failed ({})", exec.command, out.status));
+    if !status.success() {
+        let said = String::from_utf8_lossy(&stderr);
+        let said: Vec<&str> = said.lines().rev().take(5).collect();
+        let said: Vec<&str> = said.into_iter().rev().collect();
+        return Err(format!(
+            "{from}: the exec plugin {} failed ({status}){}",
+            exec.command,
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", said.join(" / "))
+            }
+        ));
     }
-    let credential: ExecCredential = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("{from}: the exec plugin {} printed no ExecCredential: {e}", exec.command))?;
+    let credential: ExecCredential = serde_json::from_slice(&stdout).map_err(|e| {
+        format!(
+            "{from}: the exec plugin {} printed no ExecCredential: {e}",
+            exec.command
+        )
+    })?;
     credential
         .status
         .and_then(|s| s.token)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| format!("{from}: the exec plugin {} gave no token (client certificates are not supported for uploads)", exec.command))
+}
+
+/// A plugin's exit status and its stdout and stderr, each read up to a limit (a
+/// plugin printing without end is cut off, not buffered).
+async fn bounded_output(
+    mut child: tokio::process::Child,
+) -> std::io::Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>, limit: u64| async move {
+        let mut out = Vec::new();
+        if let Some(pipe) = pipe {
+            pipe.take(limit + 1).read_to_end(&mut out).await?;
+        }
+        Ok::<_, std::io::Error>(out)
+    };
+    let stdout = child
+        .stdout
+        .take()
+        .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
+    let stderr = child
+        .stderr
+        .take()
+        .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
+    let (out, err) = tokio::join!(read(stdout, EXEC_OUTPUT_LIMIT), read(stderr, 64 * 1024));
+    let (out, err) = (out?, err?);
+    if out.len() as u64 > EXEC_OUTPUT_LIMIT {
+        let _ = child.kill().await;
+        return Err(std::io::Error::other(format!(
+            "printed more than {EXEC_OUTPUT_LIMIT} bytes; an ExecCredential is a few KiB"
+        )));
+    }
+    Ok((child.wait().await?, out, err))
 }
 
 #[cfg(test)]
@@ -229,7 +328,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("t"), "# upload token\n  tok-1  \nother\n").unwrap();
-        let t = find(Some(&d.join("t")), None, None).await.unwrap().unwrap();
+        let t = from_file(Some(&d.join("t"))).unwrap().unwrap();
         assert_eq!(t.value, "tok-1");
         std::fs::write(d.join("sa-token"), "from-file\n").unwrap();
         std::fs::write(
@@ -237,7 +336,11 @@ mod tests {
             "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"from-exec-'$SUFFIX'\"}}'\n",
         )
         .unwrap();
-        std::fs::set_permissions(d.join("plugin.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            d.join("plugin.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let kubeconfig = format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts:\n- name: a\n  context: {{cluster: c, user: inline}}\n- name: b\n  context: {{cluster: c, user: file}}\n- name: e\n  context: {{cluster: c, user: plugin}}\n- name: cert\n  context: {{cluster: c, user: cert}}\nusers:\n- name: inline\n  user: {{token: tok-inline}}\n- name: file\n  user: {{tokenFile: {}}}\n- name: plugin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      env: [{{name: SUFFIX, value: x}}]\n- name: cert\n  user: {{client-certificate-data: AAAA}}\n",
             d.join("sa-token").display(),
@@ -247,14 +350,20 @@ mod tests {
         let k = Some(d.join("config"));
         let get = |ctx: Option<&'static str>| {
             let k = k.clone();
-            async move { find(None, k.as_deref(), ctx).await }
+            async move { from_kubeconfig_for(k.as_deref(), ctx).await }
         };
         assert_eq!(get(None).await.unwrap().unwrap().value, "tok-inline");
         assert_eq!(get(Some("b")).await.unwrap().unwrap().value, "from-file");
         assert_eq!(get(Some("e")).await.unwrap().unwrap().value, "from-exec-x");
-        assert!(get(Some("cert")).await.unwrap().is_none());
+        assert!(get(Some("cert"))
+            .await
+            .unwrap_err()
+            .contains("client certificates"));
         assert!(get(Some("nope")).await.unwrap_err().contains("no context"));
         std::fs::write(d.join("bad"), "[: not yaml").unwrap();
-        assert!(find(None, Some(&d.join("bad")), None).await.unwrap_err().contains("not a kubeconfig"));
+        assert!(from_kubeconfig_for(Some(&d.join("bad")), None)
+            .await
+            .unwrap_err()
+            .contains("not a kubeconfig"));
     }
 }
