@@ -37,6 +37,7 @@ mod secrets;
 mod snapshots;
 mod source_suite;
 mod spark_e2e;
+mod stage_auth;
 mod stage_fetch;
 mod stage_owners;
 mod stage_serve;

@@ -225,6 +225,7 @@ pub(super) async fn remove(
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
     let meta = authorize(&state, &id, &headers).await?;
+    let _deleting = state.quotas.deleting();
     let deleted = state
         .store
         .delete(&id)

@@ -39,6 +39,9 @@ struct Usage {
     /// Bundles committed or deleted since the last recount started (a recount
     /// from an older listing must not forget them).
     changed_since_listing: bool,
+    /// Reservations not yet committed nor given back, and deletions under way: a
+    /// listing cannot show where they stand.
+    pending: u64,
 }
 
 pub(super) struct Quotas {
@@ -58,14 +61,32 @@ impl Reservation<'_> {
     /// The bundle is in the store: the space stays used.
     pub(super) fn keep(mut self) {
         self.kept = true;
+        let mut usage = self.quotas.lock();
+        usage.pending = usage.pending.saturating_sub(1);
+        usage.changed_since_listing = true;
     }
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if !self.kept {
+            {
+                let mut usage = self.quotas.lock();
+                usage.pending = usage.pending.saturating_sub(1);
+            }
             self.quotas.release(&self.namespace, self.size);
         }
+    }
+}
+
+/// A deletion under way (see [`Quotas::deleting`]).
+pub(super) struct Deleting<'a>(&'a Quotas);
+
+impl Drop for Deleting<'_> {
+    fn drop(&mut self) {
+        let mut usage = self.0.lock();
+        usage.pending = usage.pending.saturating_sub(1);
+        usage.changed_since_listing = true;
     }
 }
 
@@ -160,12 +181,20 @@ impl Quotas {
         self.fits(&usage, Some(namespace), size, "")?;
         add(&mut usage, namespace, size, 1);
         usage.changed_since_listing = true;
+        usage.pending += 1;
         Ok(Reservation {
             quotas: self,
             namespace: namespace.to_owned(),
             size,
             kept: false,
         })
+    }
+
+    /// Marks a deletion under way until the guard drops (a recount meanwhile could
+    /// see the bundle gone and then have its release counted twice).
+    pub(super) fn deleting(&self) -> Deleting<'_> {
+        self.lock().pending += 1;
+        Deleting(self)
     }
 
     /// A bundle left the store.
@@ -181,14 +210,15 @@ impl Quotas {
     }
 
     /// Counts the use from the store's bundles (at start, and after each sweep's
-    /// listing unless a commit or deletion happened meanwhile).
+    /// listing unless a commit or deletion happened meanwhile or an upload is
+    /// between its reservation and its commit: the listing may not show it).
     pub(super) fn recount(&self, bundles: &[BundleMeta]) {
         let mut fresh = Usage::default();
         for b in bundles {
             add(&mut fresh, &b.owner.namespace, b.size, 1);
         }
         let mut usage = self.lock();
-        if !usage.changed_since_listing {
+        if !usage.changed_since_listing && usage.pending == 0 {
             *usage = fresh;
         }
     }

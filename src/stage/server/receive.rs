@@ -72,20 +72,24 @@ pub(super) async fn upload(
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let caller = state.auth.authenticate(req.headers()).await;
-    let caller = caller.map_err(|r| {
-        if declared_len == Some(0) && r.reason == "no_token" {
-            // `stage upload` asking whether a token is wanted: not a refusal.
-            return ApiError::new(r.status, r.message);
+    let empty = declared_len == Some(0)
+        || (declared_len.is_none() && !req.headers().contains_key(header::TRANSFER_ENCODING));
+    let caller = match state.auth.authenticate(req.headers()).await {
+        Ok(caller) => caller,
+        // `stage upload` asking whether a token is wanted: not a refusal.
+        Err(r) if empty && r.reason == "no_token" => {
+            return Err(ApiError::new(r.status, r.message))
         }
-        warn!("upload refused ({}): {}", r.reason, r.message);
-        refused(r)
-    })?;
+        Err(r) => {
+            warn!("upload refused ({}): {}", r.reason, r.message);
+            return Err(refuse_unread(req, refused(r)));
+        }
+    };
     let bundle_at_least = declared_len.map_or(0, |len| len.saturating_sub(MULTIPART_SLACK));
-    state.quotas.check(None, bundle_at_least).map_err(|r| {
+    if let Err(r) = state.quotas.check(None, bundle_at_least) {
         info!("upload refused by a quota: {}", r.message);
-        refused(r)
-    })?;
+        return Err(refuse_unread(req, refused(r)));
+    }
     let boundary = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -141,6 +145,16 @@ pub(super) async fn upload(
     })?;
     let submitted = commit(&state, &caller, &spool.0, received).await?;
     Ok((StatusCode::CREATED, Json(submitted)))
+}
+
+/// `refusal`, with the body read and discarded for a moment (unless the client
+/// waits for "100 Continue"), so that a client still sending reads the answer
+/// instead of a broken pipe.
+fn refuse_unread(req: Request, refusal: ApiError) -> ApiError {
+    if !req.headers().contains_key(header::EXPECT) {
+        tokio::spawn(linger(req.into_body().into_data_stream()));
+    }
+    refusal
 }
 
 /// Why the server stopped reading a request body.

@@ -107,6 +107,7 @@ async fn sweep(state: &AppState) {
 }
 
 pub(super) async fn expire(state: &AppState, meta: &BundleMeta, why: &str) {
+    let _deleting = state.quotas.deleting();
     match state.store.delete(&meta.id).await {
         Ok(true) => {
             state.quotas.release(&meta.owner.namespace, meta.size);

@@ -206,6 +206,7 @@ async fn asks_for_token(plan: &Plan) -> bool {
             reqwest::header::CONTENT_TYPE,
             "multipart/form-data; boundary=spark-localizer-probe",
         )
+        .header(reqwest::header::CONTENT_LENGTH, 0)
         .body(Vec::new())
         .send()
         .await;
