@@ -11,6 +11,10 @@ use std::path::Path;
 /// The most any configuration file may hold.
 pub(crate) const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
 
+/// The most a file from a mounted Kubernetes Secret may hold (a Secret's limit):
+/// token files, keytabs, ticket caches.
+pub(crate) const SECRET_LIMIT: u64 = 1024 * 1024;
+
 /// Opens `path` for reading only if it is a regular file (after symlinks), without
 /// blocking: a fifo, even one swapped in after an earlier check, is refused at once.
 pub(crate) fn open_regular(path: &Path) -> io::Result<File> {

@@ -428,6 +428,13 @@ struct Owned<'a> {
     cred: bool,
 }
 
+impl<'a> Owned<'a> {
+    /// Takes ownership of a credential (`cred`) or a name the library returned.
+    fn of(gss: &'a Gss, ptr: *mut c_void, cred: bool) -> Owned<'a> {
+        Owned { gss, ptr, cred }
+    }
+}
+
 impl Drop for Owned<'_> {
     fn drop(&mut self) {
         let mut minor = 0;
@@ -559,11 +566,7 @@ impl Gss {
                 e.text
             )
         })?;
-        Ok(Owned {
-            gss: self,
-            ptr: name,
-            cred: false,
-        })
+        Ok(Owned::of(self, name, false))
     }
 
     fn acquire_default(&self, name: Option<&Owned<'_>>) -> Result<Owned<'_>, GssFailure> {
@@ -582,11 +585,7 @@ impl Gss {
             )
         };
         self.check(major, minor)?;
-        Ok(Owned {
-            gss: self,
-            ptr: cred,
-            cred: true,
-        })
+        Ok(Owned::of(self, cred, true))
     }
 
     fn acquire_from_keytab(
@@ -638,11 +637,7 @@ impl Gss {
             )
         };
         self.check(major, minor)?;
-        Ok(Owned {
-            gss: self,
-            ptr: cred,
-            cred: true,
-        })
+        Ok(Owned::of(self, cred, true))
     }
 
     /// The credential's principal and its remaining lifetime in seconds.
@@ -660,11 +655,7 @@ impl Gss {
             )
         };
         self.check(major, minor)?;
-        let name = Owned {
-            gss: self,
-            ptr: name,
-            cred: false,
-        };
+        let name = Owned::of(self, name, false);
         let (mut buf, mut minor) = (Buffer::empty(), 0);
         // SAFETY: a live name; the buffer is released by `take`.
         let major =
@@ -687,28 +678,6 @@ impl Buffer {
 mod tests {
     use super::*;
 
-    /// A keytab with one aes256 key for each principal.
-    fn keytab_of(principals: &[&str]) -> Vec<u8> {
-        let mut kt = vec![5, 2];
-        for p in principals {
-            let (name, realm) = p.split_once('@').unwrap();
-            let mut e = Vec::new();
-            let comps: Vec<&str> = name.split('/').collect();
-            e.extend((comps.len() as u16).to_be_bytes());
-            e.extend((realm.len() as u16).to_be_bytes());
-            e.extend(realm.as_bytes());
-            for c in comps {
-                e.extend((c.len() as u16).to_be_bytes());
-                e.extend(c.as_bytes());
-            }
-            e.extend([0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 18, 0, 32]);
-            e.extend([9u8; 32]);
-            kt.extend((e.len() as u32).to_be_bytes());
-            kt.extend(e);
-        }
-        kt
-    }
-
     #[test]
     fn a_keytab_is_checked_before_any_traffic() {
         let dir = tempfile::tempdir().unwrap();
@@ -717,7 +686,10 @@ mod tests {
             std::fs::write(&path, bytes).unwrap();
             path
         };
-        let good = write("ok.keytab", &keytab_of(&["alice@EX.COM", "bob@EX.COM"]));
+        let good = write(
+            "ok.keytab",
+            &keytab::test_keytab(&["alice@EX.COM", "bob@EX.COM"]),
+        );
         let run = |keytab: &std::path::Path, origin: &str, principal: Option<(&str, &str)>| {
             let mut s = KerberosSettings {
                 keytab: Some((keytab.to_owned(), origin.to_owned())),
@@ -756,7 +728,7 @@ mod tests {
             ("empty", vec![5, 2], "holds no keys"),
             (
                 "cut",
-                keytab_of(&["alice@EX.COM"])[..30].to_vec(),
+                keytab::test_keytab(&["alice@EX.COM"])[..30].to_vec(),
                 "truncated",
             ),
         ] {

@@ -9,45 +9,10 @@
 
 use std::path::Path;
 
+use super::reader::Reader;
+
 /// Keytabs and ticket caches are Secrets: at most 1 MiB.
-pub(crate) const FILE_LIMIT: u64 = 1024 * 1024;
-
-/// A bounds-checked big-endian reader.
-struct Reader<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.data.len())
-            .ok_or_else(|| format!("truncated at byte {}", self.at))?;
-        let bytes = &self.data[self.at..end];
-        self.at = end;
-        Ok(bytes)
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?.try_into().unwrap_or_default(),
-        ))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().unwrap_or_default(),
-        ))
-    }
-    fn text(&mut self, len: usize) -> Result<String, String> {
-        let bytes = self.take(len)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| format!("a name that is not UTF-8 before byte {}", self.at))
-    }
-    fn done(&self) -> bool {
-        self.at >= self.data.len()
-    }
-}
+pub(crate) const FILE_LIMIT: u64 = crate::util::fs::SECRET_LIMIT;
 
 /// `a/b@REALM` from a realm and components.
 fn principal(components: &[String], realm: &str) -> String {
@@ -57,7 +22,7 @@ fn principal(components: &[String], realm: &str) -> String {
 /// The principals a keytab holds, in file order without repeats (the first is
 /// what `kinit -k` and GSSAPI use when none is named).
 pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
-    let mut r = Reader { data, at: 0 };
+    let mut r = Reader::new(data);
     let version = r
         .u16()
         .map_err(|_| "shorter than a keytab header".to_owned())?;
@@ -75,17 +40,17 @@ pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
             break; // MIT stops at a zero length (the end of what was written)
         }
         let entry = r.take(size as usize)?;
-        let mut e = Reader { data: entry, at: 0 };
+        let mut e = Reader::new(entry);
         let mut count = usize::from(e.u16()?);
         if version == 0x0501 {
             count = count.saturating_sub(1); // 0x0501 counts the realm too
         }
         let realm_len = usize::from(e.u16()?);
-        let realm = e.text(realm_len)?;
+        let realm = e.text_of(realm_len)?;
         let mut components = Vec::with_capacity(count.min(16));
         for _ in 0..count {
             let len = usize::from(e.u16()?);
-            components.push(e.text(len)?);
+            components.push(e.text_of(len)?);
         }
         if version == 0x0502 {
             e.u32()?; // name type
@@ -97,7 +62,7 @@ pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
         if components.is_empty() || realm.is_empty() {
             return Err(format!(
                 "an entry with an empty principal name at byte {}",
-                r.at
+                r.at()
             ));
         }
         let name = principal(&components, &realm);
@@ -113,7 +78,7 @@ pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
 
 /// The default principal of a `FILE:` ticket cache, or why it is not one.
 pub(crate) fn ccache_principal(data: &[u8]) -> Result<String, String> {
-    let mut r = Reader { data, at: 0 };
+    let mut r = Reader::new(data);
     let version = r
         .u16()
         .map_err(|_| "empty or shorter than a ticket cache header".to_owned())?;
@@ -135,11 +100,11 @@ pub(crate) fn ccache_principal(data: &[u8]) -> Result<String, String> {
         return Err(format!("a principal of {count} components"));
     }
     let realm_len = r.u32()? as usize;
-    let realm = r.text(realm_len)?;
+    let realm = r.text_of(realm_len)?;
     let mut components = Vec::with_capacity(count);
     for _ in 0..count {
         let len = r.u32()? as usize;
-        components.push(r.text(len)?);
+        components.push(r.text_of(len)?);
     }
     if components.is_empty() || realm.is_empty() {
         return Err("no default principal".to_owned());
@@ -167,38 +132,52 @@ pub(crate) fn file_cache(name: &str) -> Option<&Path> {
     }
 }
 
+/// One keytab entry (an aes256 key) for `principal` (`a/b@REALM`), for tests.
+#[cfg(test)]
+pub(super) fn test_entry(principal: &str) -> Vec<u8> {
+    let (name, realm) = principal.split_once('@').expect("name@REALM");
+    let comps: Vec<&str> = name.split('/').collect();
+    let mut e = Vec::new();
+    e.extend((comps.len() as u16).to_be_bytes());
+    e.extend((realm.len() as u16).to_be_bytes());
+    e.extend(realm.as_bytes());
+    for c in comps {
+        e.extend((c.len() as u16).to_be_bytes());
+        e.extend(c.as_bytes());
+    }
+    e.extend(1u32.to_be_bytes()); // name type
+    e.extend(0u32.to_be_bytes()); // timestamp
+    e.push(2); // kvno
+    e.extend(18u16.to_be_bytes()); // enctype
+    e.extend(32u16.to_be_bytes());
+    e.extend([7u8; 32]);
+    let mut out = (e.len() as u32).to_be_bytes().to_vec();
+    out.extend(e);
+    out
+}
+
+/// A keytab (version 0x0502) holding a key for each of `principals`, for tests.
+#[cfg(test)]
+pub(super) fn test_keytab(principals: &[&str]) -> Vec<u8> {
+    let mut kt = vec![5, 2];
+    for p in principals {
+        kt.extend(test_entry(p));
+    }
+    kt
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn entry(realm: &str, comps: &[&str]) -> Vec<u8> {
-        let mut e = Vec::new();
-        e.extend((comps.len() as u16).to_be_bytes());
-        e.extend((realm.len() as u16).to_be_bytes());
-        e.extend(realm.as_bytes());
-        for c in comps {
-            e.extend((c.len() as u16).to_be_bytes());
-            e.extend(c.as_bytes());
-        }
-        e.extend(1u32.to_be_bytes()); // name type
-        e.extend(0u32.to_be_bytes()); // timestamp
-        e.push(2); // kvno
-        e.extend(18u16.to_be_bytes()); // enctype
-        e.extend(32u16.to_be_bytes());
-        e.extend([7u8; 32]);
-        let mut out = (e.len() as u32).to_be_bytes().to_vec();
-        out.extend(e);
-        out
-    }
-
     #[test]
     fn keytab_principals_in_order_without_repeats_and_holes_skipped() {
         let mut kt = vec![5, 2];
-        kt.extend(entry("EX.COM", &["alice"]));
+        kt.extend(test_entry("alice@EX.COM"));
         kt.extend((-6i32).to_be_bytes());
         kt.extend([0u8; 6]);
-        kt.extend(entry("EX.COM", &["nn", "host"]));
-        kt.extend(entry("EX.COM", &["alice"]));
+        kt.extend(test_entry("nn/host@EX.COM"));
+        kt.extend(test_entry("alice@EX.COM"));
         assert_eq!(
             keytab_principals(&kt).unwrap(),
             vec!["alice@EX.COM", "nn/host@EX.COM"]

@@ -9,6 +9,7 @@ mod client;
 pub(crate) mod conf;
 pub(crate) mod kerberos;
 mod keytab;
+mod reader;
 pub(crate) mod replicas;
 pub(crate) mod token;
 

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use super::reader::Reader;
+
 /// One token's kind and service (what `check` may print; never the secret parts),
 /// and, for an HDFS delegation token, whom it is for and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub(crate) fn load(path: &Path) -> Result<Vec<TokenInfo>, String> {
 }
 
 /// A Kubernetes Secret holds at most 1 MiB.
-const MAX_FILE: u64 = 1 << 20;
+const MAX_FILE: u64 = crate::util::fs::SECRET_LIMIT;
 
 impl TokenInfo {
     fn new(kind: String, service: String) -> Self {
@@ -73,7 +75,7 @@ impl TokenInfo {
 }
 
 pub(crate) fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
-    let mut r = Reader { data, pos: 0 };
+    let mut r = Reader::new(data);
     if r.take(4)? != MAGIC {
         return Err("not a Hadoop token file (no HDTS header)".into());
     }
@@ -97,81 +99,6 @@ pub(crate) fn parse(data: &[u8]) -> Result<Vec<TokenInfo>, String> {
         out.push(info);
     }
     Ok(out)
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.data.len())
-            .ok_or_else(|| format!("truncated at byte {}", self.pos))?;
-        let out = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn byte(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn done(&self) -> bool {
-        self.pos >= self.data.len()
-    }
-
-    /// Hadoop's `WritableUtils.readVLong`.
-    fn vlong(&mut self) -> Result<i64, String> {
-        let first = self.byte()? as i8;
-        if first >= -112 {
-            return Ok(i64::from(first));
-        }
-        let negative = first < -120;
-        let len = if negative {
-            -(first + 120)
-        } else {
-            -(first + 112)
-        };
-        let mut v: i64 = 0;
-        for _ in 0..len {
-            v = (v << 8) | i64::from(self.byte()?);
-        }
-        Ok(if negative { !v } else { v })
-    }
-
-    /// A length as a VLong: never negative, never past the end.
-    fn length(&mut self) -> Result<usize, String> {
-        let n = self.vlong()?;
-        usize::try_from(n).map_err(|_| format!("negative length {n} at byte {}", self.pos))
-    }
-
-    fn bytes(&mut self) -> Result<&'a [u8], String> {
-        let n = self.length()?;
-        self.take(n)
-    }
-
-    fn text(&mut self) -> Result<String, String> {
-        let b = self.bytes()?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| format!("text that is not UTF-8 before byte {}", self.pos))
-    }
-
-    /// A protobuf varint.
-    fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint too long".into())
-    }
 }
 
 type Parsed = (TokenInfo, Vec<u8>);
@@ -201,7 +128,7 @@ fn walk<'a>(
     msg: &'a [u8],
     mut field: impl FnMut(u64, &'a [u8]) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut r = Reader { data: msg, pos: 0 };
+    let mut r = Reader::new(msg);
     while !r.done() {
         let key = r.varint()?;
         match key & 7 {
@@ -269,7 +196,7 @@ fn protobuf(r: &mut Reader<'_>) -> Result<Vec<Parsed>, String> {
 /// Returns the user the NameNode sees (the real user of a proxy token, else the
 /// owner) and the max date.
 fn identifier(id: &[u8]) -> Result<(String, i64), String> {
-    let mut r = Reader { data: id, pos: 0 };
+    let mut r = Reader::new(id);
     match r.byte()? {
         0 => {}
         v => return Err(format!("version {v}, expected 0")),
@@ -365,7 +292,7 @@ pub(crate) mod tests {
         ] {
             let mut buf = Vec::new();
             vlong(&mut buf, v);
-            let mut r = Reader { data: &buf, pos: 0 };
+            let mut r = Reader::new(&buf);
             assert_eq!(r.vlong().unwrap(), v, "{v}");
             assert!(r.done());
         }
