@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::stage_serve::{bundle, multipart, Stage};
+use crate::stage_upload::upload;
 use crate::support::{data, sha256_hex, wait_for, Listening, BIN};
 
 const UPLOADS: &str = "/api/v0/resources";
@@ -502,75 +503,6 @@ fn entries(tar_gz: &[u8]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// What one `stage upload` run did.
-struct Client {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Client {
-    #[track_caller]
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
-    #[track_caller]
-    fn says(&self, needle: &str) -> &Self {
-        assert!(
-            self.stderr.contains(needle),
-            "no {needle:?} in\n{}",
-            self.stderr
-        );
-        self
-    }
-
-    /// (id, secret) printed by a successful run.
-    fn submitted(&self) -> (String, String) {
-        let json: Value = serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout));
-        (
-            json["resourceId"].as_str().unwrap().to_owned(),
-            json["resourceSecret"].as_str().unwrap().to_owned(),
-        )
-    }
-}
-
-/// Runs `spark-localizer stage upload ARGS FILES` with nothing from outside: no
-/// SPARK_LOCALIZER_*, no KUBECONFIG, an empty HOME (no ~/.kube/config).
-fn stage_upload(args: &[&str], files: &[&Path], env: &[(&str, &str)]) -> Client {
-    let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(BIN);
-    cmd.args(["stage", "upload"]).args(args).args(files);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("SPARK_LOCALIZER_")
-            || name == "SSL_CERT_FILE"
-            || name == "KUBECONFIG"
-            || name == "RUST_LOG"
-        {
-            cmd.env_remove(&name);
-        }
-    }
-    let out = cmd
-        .env("HOME", home.path())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run spark-localizer stage upload");
-    Client {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// `stage serve` on `store` with none of the test environment's SPARK_LOCALIZER_*
 /// (unlike [`Stage::start`], no `--upload-auth none` by default).
 fn bare_serve(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -695,7 +627,7 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
 
     // The right token, from the first non-comment line of --token-file.
     let mine_alpha = mine(alpha);
-    let ok = stage_upload(
+    let ok = upload(
         &[
             "--server",
             &server,
@@ -725,7 +657,7 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
     assert_eq!(stored(&store), 1);
 
     // No token at all: 401 and a hint about --token-file.
-    let none = stage_upload(&["--server", &server], &refused_files, &[]);
+    let none = upload(&["--server", &server], &refused_files, &[]);
     none.expect(3)
         .says("401")
         .says("no upload token")
@@ -738,7 +670,7 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
 
     // A token the server does not know.
     let mine_wrong = mine(wrong);
-    let unknown = stage_upload(
+    let unknown = upload(
         &[
             "--server",
             &server,
@@ -785,7 +717,7 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
 
     // Rotation: the Secret now holds gamma only; no restart.
     replace_file(&tokens, &format!("{gamma}\n"));
-    let old = stage_upload(
+    let old = upload(
         &[
             "--server",
             &server,
@@ -797,7 +729,7 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
     );
     old.expect(3).says("unknown upload token");
     let mine_gamma = mine(gamma);
-    let new = stage_upload(
+    let new = upload(
         &[
             "--server",
             &server,
@@ -1120,7 +1052,7 @@ users:
     let refused_files = [tiny.as_path()];
 
     // alice (the current context's user: token) in spark.
-    let ok = stage_upload(
+    let ok = upload(
         &[
             "--server",
             &server,
@@ -1158,7 +1090,7 @@ users:
     );
 
     // bob through KUBECONFIG and --context: a tokenFile user, in his namespace.
-    let ok = stage_upload(
+    let ok = upload(
         &[
             "--server",
             &server,
@@ -1177,7 +1109,7 @@ users:
     assert_eq!(sar["spec"]["resourceAttributes"]["namespace"], "team-b");
 
     // carol through an exec credential plugin; the user's extra is passed on.
-    let ok = stage_upload(
+    let ok = upload(
         &[
             "--server",
             &server,
@@ -1213,7 +1145,7 @@ users:
     assert_eq!(stored_before, Some(3));
 
     // bob in spark: authenticated, not allowed there: 403 naming the namespace.
-    let forbidden = stage_upload(
+    let forbidden = upload(
         &[
             "--server",
             &server,
@@ -1254,7 +1186,7 @@ users:
     assert!(wait_for(Duration::from_secs(5), || spooled(&store) == 0));
 
     // A token the cluster does not know: 401, and no SubjectAccessReview.
-    let unknown = stage_upload(
+    let unknown = upload(
         &[
             "--server",
             &server,
@@ -1674,17 +1606,17 @@ fn early_refusals_reach_a_client_streaming_a_large_body() {
     let small = write(d, "small.jar", b"small");
     let big = write(d, "big.bin", data(5, 24 << 20));
     for round in 0..8 {
-        let out = stage_upload(&["--server", &server], &[&big], &[]);
+        let out = upload(&["--server", &server], &[&big], &[]);
         assert!(out.stderr.contains("401"), "round {round}: {}", out.stderr);
     }
-    stage_upload(
+    upload(
         &["--server", &server, "--token-file", mine.to_str().unwrap()],
         &[&small],
         &[],
     )
     .expect(0);
     for round in 0..8 {
-        let out = stage_upload(
+        let out = upload(
             &["--server", &server, "--token-file", mine.to_str().unwrap()],
             &[&big],
             &[],
@@ -1784,7 +1716,7 @@ fn the_clients_token_probe_is_not_a_refusal() {
     );
     let jar = write(d, "a.jar", b"a");
     let server = format!("http://{}", stage.addr);
-    stage_upload(
+    upload(
         &[
             "--server",
             &server,

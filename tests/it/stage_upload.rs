@@ -13,22 +13,30 @@ use crate::support::pki::Pki;
 use crate::support::{data, refused_url, sha256_hex, BIN};
 
 /// What one `stage upload` run did.
-struct Upload {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Upload {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-/// Runs `spark-localizer stage upload ARGS` with no SPARK_LOCALIZER_* from outside.
-fn upload(args: &[&str], files: &[&Path], env: &[(&str, &str)]) -> Upload {
+/// Runs `spark-localizer stage upload ARGS FILES` with nothing from outside: no
+/// SPARK_LOCALIZER_*, no KUBECONFIG, an empty HOME (no ~/.kube/config); `env` is
+/// set last (also used by `stage_auth`).
+pub(crate) fn upload(args: &[&str], files: &[&Path], env: &[(&str, &str)]) -> Upload {
+    let home = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(BIN);
     cmd.args(["stage", "upload"]).args(args).args(files);
     for (name, _) in std::env::vars() {
-        if name.starts_with("SPARK_LOCALIZER_") || name == "SSL_CERT_FILE" {
+        if name.starts_with("SPARK_LOCALIZER_")
+            || name == "SSL_CERT_FILE"
+            || name == "KUBECONFIG"
+            || name == "RUST_LOG"
+        {
             cmd.env_remove(&name);
         }
     }
     let out = cmd
+        .env("HOME", home.path())
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
@@ -42,7 +50,7 @@ fn upload(args: &[&str], files: &[&Path], env: &[(&str, &str)]) -> Upload {
 
 impl Upload {
     #[track_caller]
-    fn expect(&self, code: i32) -> &Self {
+    pub(crate) fn expect(&self, code: i32) -> &Self {
         assert_eq!(
             self.code,
             Some(code),
@@ -51,6 +59,25 @@ impl Upload {
             self.stderr
         );
         self
+    }
+
+    #[track_caller]
+    pub(crate) fn says(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "no {needle:?} in\n{}",
+            self.stderr
+        );
+        self
+    }
+
+    /// (id, secret) printed by a successful run.
+    pub(crate) fn submitted(&self) -> (String, String) {
+        let json = self.json();
+        (
+            json["resourceId"].as_str().unwrap().to_owned(),
+            json["resourceSecret"].as_str().unwrap().to_owned(),
+        )
     }
 
     fn json(&self) -> serde_json::Value {

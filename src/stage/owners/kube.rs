@@ -26,7 +26,7 @@ const MAX_PAGES: usize = 100;
 
 /// Why one owner query gave no answer; never grounds for a deletion.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum QueryError {
+pub(crate) enum QueryError {
     #[error("cannot read the token file {path}")]
     Token {
         path: PathBuf,

@@ -101,8 +101,6 @@ pub(crate) struct OwnerChecker {
     interval: Duration,
     /// Bundles already logged as not owner-checked.
     noted: Mutex<HashSet<String>>,
-    /// The token last registered for redaction.
-    last_token: Mutex<String>,
 }
 
 impl OwnerChecker {
@@ -125,7 +123,6 @@ impl OwnerChecker {
             token_file,
             interval: args.owner_check_interval,
             noted: Mutex::new(HashSet::new()),
-            last_token: Mutex::new(String::new()),
         };
         let token = match &checker.token_file {
             Some(path) => format!("token file {}", path.display()),
@@ -246,30 +243,10 @@ impl OwnerChecker {
 
     /// The bearer token, re-read (it rotates); registered for redaction.
     async fn token(&self) -> Result<Option<String>, QueryError> {
-        let Some(path) = &self.token_file else {
-            return Ok(None);
-        };
-        let file = path.clone();
-        let read = tokio::task::spawn_blocking(move || read_config_text(&file))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        let text = read.map_err(|source| QueryError::Token {
-            path: path.clone(),
-            source,
-        })?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(QueryError::EmptyToken { path: path.clone() });
+        match &self.token_file {
+            Some(path) => read_token(path).await.map(Some),
+            None => Ok(None),
         }
-        let mut last = self
-            .last_token
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if *last != token {
-            register_secret(token);
-            token.clone_into(&mut last);
-        }
-        Ok(Some(token.to_owned()))
     }
 }
 
@@ -313,17 +290,22 @@ pub(crate) fn api_access(args: &ServeArgs) -> Result<Option<ApiAccess>, OwnerSet
     }))
 }
 
-/// The service account's bearer token from `path`, re-read (it rotates) and
-/// registered for redaction.
-pub(crate) async fn read_token(path: &Path) -> Result<String, String> {
+/// The service account's bearer token from `path`, re-read (it rotates),
+/// trimmed and registered for redaction (owner checks and upload reviews).
+pub(crate) async fn read_token(path: &Path) -> Result<String, QueryError> {
     let file = path.to_owned();
     let read = tokio::task::spawn_blocking(move || read_config_text(&file))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-    let text = read.map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let text = read.map_err(|source| QueryError::Token {
+        path: path.to_owned(),
+        source,
+    })?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(format!("the token file {} is empty", path.display()));
+        return Err(QueryError::EmptyToken {
+            path: path.to_owned(),
+        });
     }
     register_secret(token);
     Ok(token.to_owned())

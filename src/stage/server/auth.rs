@@ -22,7 +22,7 @@ use tracing::warn;
 use super::review::{ReviewedUser, Reviewer};
 
 /// The most a token file may hold (a Secret holds at most 1 MiB).
-const TOKEN_FILE_LIMIT: u64 = 1024 * 1024;
+const TOKEN_FILE_LIMIT: u64 = crate::util::fs::SECRET_LIMIT;
 
 use crate::cli::UploadAuthMode;
 

@@ -103,17 +103,8 @@ pub(super) async fn upload(
             ))
         })?;
     let body_limit = state.max_upload.saturating_add(MULTIPART_SLACK);
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > body_limit) {
-        // Unless the client waits for "100 Continue", it is sending the body anyway.
-        let expects = req.headers().contains_key(header::EXPECT);
-        if !expects {
-            tokio::spawn(linger(req.into_body().into_data_stream()));
-        }
-        return Err(ApiError::too_large(state.max_upload));
+    if declared_len.is_some_and(|len| len > body_limit) {
+        return Err(refuse_unread(req, ApiError::too_large(state.max_upload)));
     }
     let cut = Arc::new(OnceLock::new());
     let (tx, rx) = mpsc::channel(4);

@@ -143,7 +143,11 @@ impl Reviewer {
         body: serde_json::Value,
     ) -> Result<S, ReviewError> {
         let token = match &self.token_file {
-            Some(path) => Some(owners::read_token(path).await.map_err(ReviewError::Token)?),
+            Some(path) => Some(
+                owners::read_token(path)
+                    .await
+                    .map_err(|e| ReviewError::Token(crate::util::redact::error_chain(&e)))?,
+            ),
             None => None,
         };
         let send = async {
