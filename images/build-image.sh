@@ -4,11 +4,17 @@
 #   images/build-image.sh static   [TAG]   localhost/spark-localizer:TAG (default latest)
 #   images/build-image.sh kerberos [TAG]   localhost/spark-localizer:TAG (default kerberos)
 #
-# static: images/Dockerfile, the static musl binary (images/build-static.sh, or the file
-#   named by SPARK_LOCALIZER_STATIC_BIN) and the build host's CA bundle.
+# static: images/Dockerfile, the static musl binaries and the build host's CA bundle, for
+#   each platform of SPARK_LOCALIZER_PLATFORMS (default linux/amd64,linux/arm64): the
+#   images TAG-amd64 and TAG-arm64 and, under TAG, a manifest list holding both, so one tag
+#   serves amd64 and arm64 nodes (`podman manifest push --all` publishes it). With one
+#   platform, TAG is that platform's image. The binaries: SPARK_LOCALIZER_STATIC_BIN
+#   (x86_64) and SPARK_LOCALIZER_STATIC_BIN_ARM64 (aarch64), or else built by
+#   images/build-static.sh; each is checked to be an ELF for its platform.
 # kerberos: images/Dockerfile.kerberos, the glibc release binary (cargo build --release, or
 #   the file named by SPARK_LOCALIZER_GLIBC_BIN) with the shared libraries it and
-#   libgssapi_krb5.so.2 need (found with ldd), the dynamic loader and the CA bundle.
+#   libgssapi_krb5.so.2 need (found with ldd), the dynamic loader and the CA bundle. This
+#   machine's architecture only (amd64 on CI): see docs/images.md.
 #
 # The build context is target/image/<variant>/. Installs podman, runc, ca-certificates and
 # libgssapi-krb5-2 when missing (scripts/setup/image.sh). Prints the image name last.
@@ -30,16 +36,43 @@ ca=/etc/ssl/certs/ca-certificates.crt
 
 bash scripts/setup/image.sh podman rootfs >&2
 
+platforms=()
 ctx="target/image/${variant}"
 rm -rf "$ctx"
 mkdir -p "$ctx"
 
 if [ "$variant" = static ]; then
-    bin="${SPARK_LOCALIZER_STATIC_BIN:-}"
-    [ -n "$bin" ] || bin=$(bash images/build-static.sh | tail -n 1)
-    cp "$bin" "$ctx/spark-localizer"
+    IFS=, read -r -a platforms <<<"${SPARK_LOCALIZER_PLATFORMS:-linux/amd64,linux/arm64}"
+    [ "${#platforms[@]}" -gt 0 ] || platforms=(linux/amd64 linux/arm64)
+    mkdir -p "$ctx/bin"
+    for platform in "${platforms[@]}"; do
+        # The Rust architecture, the binary's variable and its ELF machine (e_machine).
+        case "$platform" in
+        linux/amd64) arch=x86_64 var=SPARK_LOCALIZER_STATIC_BIN machine=62 ;;
+        linux/arm64) arch=aarch64 var=SPARK_LOCALIZER_STATIC_BIN_ARM64 machine=183 ;;
+        *)
+            echo "SPARK_LOCALIZER_PLATFORMS: '$platform' is not linux/amd64 or linux/arm64" >&2
+            exit 2
+            ;;
+        esac
+        bin="${!var:-}"
+        [ -n "$bin" ] || bin=$(bash images/build-static.sh "$arch" | tail -n 1)
+        [ -f "$bin" ] || {
+            echo "$var=$bin is not a file" >&2
+            exit 1
+        }
+        # The wrong binary under a platform would fail every pod of it with "exec format error".
+        found=$(od -An -t u2 -j 18 -N 2 "$bin" | tr -d ' ')
+        [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" = '177ELF' ] && [ "$found" = "$machine" ] || {
+            echo "$var=$bin is not an ${arch} ELF binary (e_machine ${found:-?}, not ${machine}) for ${platform}" >&2
+            exit 1
+        }
+        dir="$ctx/bin/${platform#linux/}"
+        mkdir -p "$dir"
+        cp "$bin" "$dir/spark-localizer"
+        chmod 0755 "$dir/spark-localizer"
+    done
     cp -L "$ca" "$ctx/ca-certificates.crt"
-    chmod 0755 "$ctx/spark-localizer"
     chmod 0644 "$ctx/ca-certificates.crt"
     dockerfile=images/Dockerfile
 else
@@ -79,14 +112,42 @@ else
     dockerfile=images/Dockerfile.kerberos
 fi
 
-old=$("${podman[@]}" image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
-echo "==> podman build -t ${image} -f ${dockerfile} ${ctx}" >&2
-"${podman[@]}" build --pull=never -q -t "$image" -f "$dockerfile" "$ctx" >&2
-new=$("${podman[@]}" image inspect --format '{{.Id}}' "$image")
-# The image this tag named before, now untagged: removed unless still in use.
-if [ -n "$old" ] && [ "$old" != "$new" ]; then
-    "${podman[@]}" rmi "$old" >/dev/null 2>&1 || true
+# build_one NAME [PLATFORM]: builds the Dockerfile as NAME (for PLATFORM); the image NAME
+# named before, now untagged, is removed unless still in use.
+build_one() {
+    local name=$1 platform=${2:-} old new size
+    old=$("${podman[@]}" image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)
+    echo "==> podman build ${platform:+--platform ${platform} }-t ${name} -f ${dockerfile} ${ctx}" >&2
+    "${podman[@]}" build --pull=never -q ${platform:+--platform "$platform"} -t "$name" -f "$dockerfile" "$ctx" >&2
+    new=$("${podman[@]}" image inspect --format '{{.Id}}' "$name")
+    if [ -n "$old" ] && [ "$old" != "$new" ]; then
+        "${podman[@]}" rmi "$old" >/dev/null 2>&1 || true
+    fi
+    size=$("${podman[@]}" image inspect --format '{{.Size}}' "$name")
+    echo "image ${name}${platform:+ (${platform})}: $(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }') MiB" >&2
+}
+
+if [ "$variant" = kerberos ] || [ "${#platforms[@]}" -eq 1 ]; then
+    # A single image; the static one for its one platform.
+    if [ "$variant" = static ] && "${podman[@]}" manifest exists "$image" 2>/dev/null; then
+        "${podman[@]}" manifest rm "$image" >/dev/null
+    fi
+    build_one "$image" "${platforms[0]:-}"
+else
+    # One image per platform (TAG-amd64, TAG-arm64), then TAG: the manifest list of both,
+    # made anew (whatever TAG named before is untagged first).
+    for platform in "${platforms[@]}"; do
+        build_one "${image}-${platform#linux/}" "$platform"
+    done
+    if "${podman[@]}" manifest exists "$image" 2>/dev/null; then
+        "${podman[@]}" manifest rm "$image" >/dev/null
+    elif "${podman[@]}" image exists "$image" 2>/dev/null; then
+        "${podman[@]}" untag "$image" >/dev/null
+    fi
+    "${podman[@]}" manifest create "$image" >/dev/null
+    for platform in "${platforms[@]}"; do
+        "${podman[@]}" manifest add "$image" "containers-storage:${image}-${platform#linux/}" >/dev/null
+    done
+    echo "manifest list ${image}: ${platforms[*]}" >&2
 fi
-size=$("${podman[@]}" image inspect --format '{{.Size}}' "$image")
-echo "image ${image}: $(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }') MiB" >&2
 echo "$image"
