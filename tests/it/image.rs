@@ -22,10 +22,11 @@ use serde_json::json;
 use crate::support::hdfs::TestHdfs;
 use crate::support::nginx::Nginx;
 use crate::support::pki::Pki;
+use crate::support::registry::Registry;
 use crate::support::{data, is_root, sha256_hex, FaultServer, BIN};
 
 /// The size budget of the static binary: under 16 MiB.
-const BUDGET: u64 = 16 * 1024 * 1024;
+pub const BUDGET: u64 = 16 * 1024 * 1024;
 /// The user the images run as.
 const UID: u32 = 65532;
 const STATIC_IMAGE: &str = "localhost/spark-localizer:test";
@@ -34,7 +35,7 @@ const KERBEROS_IMAGE: &str = "localhost/spark-localizer:test-kerberos";
 const JARS: &str = "/opt/spark/extra-jars";
 
 /// Skips (returns `None`) locally, panics under CI (env `CI` set).
-fn skip<T>(why: &str) -> Option<T> {
+pub fn skip<T>(why: &str) -> Option<T> {
     if std::env::var_os("CI").is_some() {
         panic!("{why} (CI is set: this test must run; `bash scripts/test.sh` provides it)");
     }
@@ -152,7 +153,7 @@ fn build_image(
     cell: &'static OnceLock<String>,
     variant: &str,
     image: &str,
-    env: (&str, &Path),
+    env: &[(&str, &std::ffi::OsStr)],
 ) -> String {
     cell.get_or_init(|| {
         let tag = image.rsplit_once(':').unwrap().1;
@@ -162,7 +163,7 @@ fn build_image(
             Command::new("bash")
                 .arg(&script)
                 .args([variant, tag])
-                .env(env.0, env.1)
+                .envs(env.iter().copied())
                 .stdin(Stdio::null()),
         );
         assert!(
@@ -181,19 +182,22 @@ fn build_image(
 }
 
 /// The static image (binary from `SPARK_LOCALIZER_STATIC_BIN`), or `None` after
-/// printing why it cannot be built and run here.
+/// printing why it cannot be built and run here. With `SPARK_LOCALIZER_STATIC_BIN_ARM64`
+/// too (as scripts/test.sh sets it) the tag is a manifest list of amd64 and arm64 images,
+/// which podman resolves to this machine's platform; without it, the amd64 image alone.
 pub fn static_image() -> Option<String> {
     static IMAGE: OnceLock<String> = OnceLock::new();
     let bin = static_bin()?;
     if !podman_works(&bin) {
         return None;
     }
-    Some(build_image(
-        &IMAGE,
-        "static",
-        STATIC_IMAGE,
-        ("SPARK_LOCALIZER_STATIC_BIN", &bin),
-    ))
+    let arm64 = std::env::var_os("SPARK_LOCALIZER_STATIC_BIN_ARM64").filter(|p| !p.is_empty());
+    let mut env = vec![("SPARK_LOCALIZER_STATIC_BIN", bin.as_os_str())];
+    match &arm64 {
+        Some(arm64) => env.push(("SPARK_LOCALIZER_STATIC_BIN_ARM64", arm64)),
+        None => env.push(("SPARK_LOCALIZER_PLATFORMS", "linux/amd64".as_ref())),
+    }
+    Some(build_image(&IMAGE, "static", STATIC_IMAGE, &env))
 }
 
 /// The Kerberos-capable image, from this test build's glibc binary.
@@ -207,7 +211,7 @@ fn kerberos_image() -> Option<String> {
         &IMAGE,
         "kerberos",
         KERBEROS_IMAGE,
-        ("SPARK_LOCALIZER_GLIBC_BIN", Path::new(BIN)),
+        &[("SPARK_LOCALIZER_GLIBC_BIN", BIN.as_ref())],
     ))
 }
 
@@ -219,7 +223,7 @@ fn shared_dir(prefix: &str) -> tempfile::TempDir {
 }
 
 /// The ELF program header types of `bin` (ELF64, little-endian).
-fn program_header_types(bin: &[u8]) -> Vec<u32> {
+pub fn program_header_types(bin: &[u8]) -> Vec<u32> {
     assert!(
         bin.len() > 64 && bin.starts_with(b"\x7fELF") && bin[4] == 2 && bin[5] == 1,
         "not a little-endian ELF64 file"
@@ -235,7 +239,7 @@ fn program_header_types(bin: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-const PT_INTERP: u32 = 3;
+pub const PT_INTERP: u32 = 3;
 
 #[test]
 fn the_static_binary_is_static_small_and_runs_in_an_empty_chroot() {
@@ -347,6 +351,109 @@ fn the_static_image_holds_only_the_binary_and_a_ca_bundle() {
     );
     let out = output(podman_run().args([&image, "--version"]));
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The bytes of `path` in a layer blob (a tar, gzip-compressed or not).
+fn file_in_layer(layer: &[u8], path: &str) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let tar: Box<dyn std::io::Read + '_> = if layer.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::GzDecoder::new(layer))
+    } else {
+        Box::new(layer)
+    };
+    let mut archive = tar::Archive::new(tar);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        if name.trim_start_matches("./").trim_start_matches('/') == path {
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).unwrap();
+            return Some(bytes);
+        }
+    }
+    None
+}
+
+/// One tag for amd64 and arm64 nodes: the static image's tag is a manifest list. Pushed
+/// with `podman manifest push --all` to a real registry (Debian's docker-registry), its
+/// index names both platforms, and each platform's manifest, config and layers hold the
+/// binary built for it: what a node's container runtime resolves and pulls.
+#[test]
+fn one_image_tag_serves_amd64_and_arm64_nodes() {
+    let Some(arm64) = crate::arm64::arm64_bin() else {
+        return;
+    };
+    let Some(image) = static_image() else { return };
+    let amd64 = static_bin().unwrap();
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let dest = format!("docker://{}/spark-localizer:multi", registry.host());
+    let out = output(podman().args([
+        "manifest",
+        "push",
+        "--all",
+        "--tls-verify=false",
+        &image,
+        &dest,
+    ]));
+    assert!(out.status.success(), "podman manifest push\n{}", text(&out));
+
+    let (kind, body) = registry.get(
+        "spark-localizer/manifests/multi",
+        "application/vnd.oci.image.index.v1+json, \
+         application/vnd.docker.distribution.manifest.list.v2+json",
+    );
+    assert!(
+        kind == "application/vnd.oci.image.index.v1+json"
+            || kind == "application/vnd.docker.distribution.manifest.list.v2+json",
+        "the tag is not a manifest list: {kind}"
+    );
+    let index: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut found = Vec::new();
+    for entry in index["manifests"].as_array().expect("manifests") {
+        let (os, arch) = (&entry["platform"]["os"], &entry["platform"]["architecture"]);
+        assert_eq!(os, "linux", "{entry}");
+        let (want, arch) = match arch.as_str() {
+            Some("amd64") => (&amd64, "amd64"),
+            Some("arm64") => (&arm64, "arm64"),
+            other => panic!("an unexpected platform {other:?} in {index:#}"),
+        };
+        let digest = entry["digest"].as_str().unwrap();
+        let (_, body) = registry.get(
+            &format!("spark-localizer/manifests/{digest}"),
+            "application/vnd.oci.image.manifest.v1+json, \
+             application/vnd.docker.distribution.manifest.v2+json",
+        );
+        assert_eq!(format!("sha256:{}", sha256_hex(&body)), digest);
+        let manifest: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let blob = |digest: &serde_json::Value| {
+            let digest = digest.as_str().unwrap();
+            let (_, bytes) = registry.get(&format!("spark-localizer/blobs/{digest}"), "*/*");
+            assert_eq!(format!("sha256:{}", sha256_hex(&bytes)), digest);
+            bytes
+        };
+        let config: serde_json::Value =
+            serde_json::from_slice(&blob(&manifest["config"]["digest"])).unwrap();
+        assert_eq!(config["architecture"], arch, "{config:#}");
+        assert_eq!(config["os"], "linux", "{config:#}");
+        assert_eq!(config["config"]["User"], "65532:65532", "{config:#}");
+        assert_eq!(config["config"]["Entrypoint"], json!(["/spark-localizer"]));
+        let binary = manifest["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|layer| file_in_layer(&blob(&layer["digest"]), "spark-localizer"))
+            .unwrap_or_else(|| panic!("no /spark-localizer in the {arch} image"));
+        assert!(
+            binary == std::fs::read(want).unwrap(),
+            "the {arch} image does not hold {}",
+            want.display()
+        );
+        found.push(arch);
+    }
+    found.sort_unstable();
+    assert_eq!(found, ["amd64", "arm64"], "{index:#}");
 }
 
 #[test]

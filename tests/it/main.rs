@@ -8,6 +8,7 @@
 mod support;
 
 mod archives;
+mod arm64;
 mod check;
 mod doctor;
 mod edges;

@@ -325,6 +325,8 @@ pub struct Run<'a> {
     global: Vec<OsString>,
     args: Vec<OsString>,
     env: Vec<(String, String)>,
+    /// The program and its leading arguments, when not `BIN` (another build, an emulator).
+    program: Option<Vec<OsString>>,
     dirs: bool,
     retry_delay: String,
     term_log: PathBuf,
@@ -339,6 +341,7 @@ impl<'a> Run<'a> {
             global: Vec::new(),
             args: Vec::new(),
             env: Vec::new(),
+            program: None,
             dirs: true,
             retry_delay: "1ms".into(),
             term_log: sandbox.term_log.clone(),
@@ -378,6 +381,15 @@ impl<'a> Run<'a> {
         self
     }
 
+    /// Runs `program` (its first element, with the rest as leading arguments) instead of
+    /// this build's binary: another build, or one under an emulator.
+    pub fn program<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, program: I) -> Self {
+        let program: Vec<OsString> = program.into_iter().map(Into::into).collect();
+        assert!(!program.is_empty(), "an empty program");
+        self.program = Some(program);
+        self
+    }
+
     /// Leaves out `--jars-dir` / `--files-dir` (to test other ways of setting them).
     pub fn no_dirs(mut self) -> Self {
         self.dirs = false;
@@ -386,7 +398,14 @@ impl<'a> Run<'a> {
 
     pub fn command(&self) -> Command {
         let sb = self.sandbox;
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match &self.program {
+            Some(program) => {
+                let mut cmd = Command::new(&program[0]);
+                cmd.args(&program[1..]);
+                cmd
+            }
+            None => Command::new(BIN),
+        };
         cmd.args(&self.global).arg(self.sub);
         if self.dirs {
             cmd.arg("--jars-dir")

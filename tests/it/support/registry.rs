@@ -311,6 +311,26 @@ impl Registry {
         }
     }
 
+    /// GET `/v2/{path}` (a manifest or a blob) with `accept`: the content type and body.
+    pub fn get(&self, path: &str, accept: &str) -> (String, Vec<u8>) {
+        self.rt.block_on(async {
+            let url = format!("{}/v2/{path}", self.base());
+            let got = self
+                .request(reqwest::Method::GET, &url)
+                .header("accept", accept)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(got.status().as_u16(), 200, "GET {url}");
+            let kind = got
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            (kind, got.bytes().await.unwrap().to_vec())
+        })
+    }
+
     /// Uploads `data` as a blob of `repo` (monolithic upload); returns its digest.
     pub fn push_blob(&self, repo: &str, data: &[u8]) -> String {
         self.push_owned(repo, data.to_vec())
