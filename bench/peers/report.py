@@ -66,6 +66,11 @@ def main():
             "n": len(rs),
         }
 
+    emulated = (f"EMULATED: spark-localizer ran under {facts.get('emulated')}; its times are a "
+                "smoke test, not performance figures, and no target is judged.")
+    if facts.get("emulated"):
+        print(emulated)
+        print()
     print(f"Runs: {facts.get('runs')} timed per tool after {facts.get('warmup')} warm-up, "
           f"medians; {facts.get('machine')}. {facts.get('sync')}")
     print()
@@ -105,6 +110,14 @@ def main():
           "same bytes from the page cache (SHA-NI where the CPU has it): the hashing every "
           "spark-localizer run does while it transfers, and no peer does; not a peer.")
     print()
+
+    if facts.get("emulated"):
+        # Another architecture's binary under qemu-user: the bytes are checked, the
+        # clock is not (an emulator's timings say nothing about a node's).
+        print(emulated)
+        print()
+        print(f"Binary: {facts.get('binary')}.")
+        sys.exit(1 if failed else 0)
 
     print("| target | measured | verdict |")
     print("|---|---|---|")
