@@ -19,6 +19,7 @@
 # The build context is target/image/<variant>/. Installs podman, runc, ca-certificates and
 # libgssapi-krb5-2 when missing (scripts/setup/image.sh). Prints the image name last.
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 variant="${1:-}"
@@ -34,6 +35,52 @@ image="localhost/spark-localizer:${tag}"
 podman=(podman --storage-driver=vfs --runtime runc --cgroup-manager=cgroupfs)
 ca=/etc/ssl/certs/ca-certificates.crt
 
+# abs PATH: PATH as the caller meant it (relative to the directory the script was run from).
+abs() {
+    case "$1" in
+    /*) echo "$1" ;;
+    *) echo "${caller}/$1" ;;
+    esac
+}
+
+# check_elf VAR PATH MACHINE static|dynamic WHAT: fails unless PATH (named by VAR) is an
+# ELF64 little-endian executable for MACHINE (e_machine: 62 x86_64, 183 aarch64), linked
+# as asked: static (no PT_INTERP program header) or dynamic (one). The wrong binary under
+# a platform would fail every pod of it ("exec format error", "no such file or directory").
+check_elf() {
+    local var=$1 bin=$2 machine=$3 linking=$4 what=$5 found phoff phentsize phnum i interp=no
+    [ -f "$bin" ] || {
+        echo "$var=$bin is not a file" >&2
+        exit 1
+    }
+    elf_u() { od -An -t "u$1" -j "$2" -N "$1" "$bin" 2>/dev/null | tr -d ' '; }
+    if [ "$(stat -c %s "$bin")" -lt 64 ] || [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" != '177ELF' ] ||
+        [ "$(elf_u 1 4)" != 2 ] || [ "$(elf_u 1 5)" != 1 ]; then
+        echo "$var=$bin is not an ELF64 little-endian executable; ${what}" >&2
+        exit 1
+    fi
+    found=$(elf_u 2 18)
+    [ "$found" = "$machine" ] || {
+        echo "$var=$bin is for ELF machine ${found} (62 is x86_64, 183 aarch64), not ${machine}; ${what}" >&2
+        exit 1
+    }
+    phoff=$(elf_u 8 32) phentsize=$(elf_u 2 54) phnum=$(elf_u 2 56)
+    for ((i = 0; i < phnum; i++)); do
+        [ "$(elf_u 4 $((phoff + i * phentsize)))" = 3 ] && interp=yes
+    done
+    if [ "$linking" = static ] && [ "$interp" = yes ]; then
+        echo "$var=$bin is dynamically linked (it has a PT_INTERP header) and cannot run FROM scratch; ${what}" >&2
+        exit 1
+    fi
+    if [ "$linking" = dynamic ] && [ "$interp" = no ]; then
+        echo "$var=$bin is statically linked: it cannot load libgssapi_krb5.so.2; ${what}" >&2
+        exit 1
+    fi
+}
+
+host_platform=linux/amd64
+[ "$(uname -m)" = aarch64 ] && host_platform=linux/arm64
+
 bash scripts/setup/image.sh podman rootfs >&2
 
 platforms=()
@@ -42,7 +89,12 @@ rm -rf "$ctx"
 mkdir -p "$ctx"
 
 if [ "$variant" = static ]; then
-    IFS=, read -r -a platforms <<<"${SPARK_LOCALIZER_PLATFORMS:-linux/amd64,linux/arm64}"
+    # The platforms asked for, blanks trimmed, each once, in the order given.
+    IFS=, read -r -a asked <<<"${SPARK_LOCALIZER_PLATFORMS:-linux/amd64,linux/arm64}"
+    for platform in "${asked[@]}"; do
+        platform=$(echo "$platform" | tr -d '[:space:]')
+        [[ " ${platforms[*]} " == *" ${platform} "* ]] || platforms+=("$platform")
+    done
     [ "${#platforms[@]}" -gt 0 ] || platforms=(linux/amd64 linux/arm64)
     mkdir -p "$ctx/bin"
     for platform in "${platforms[@]}"; do
@@ -56,17 +108,13 @@ if [ "$variant" = static ]; then
             ;;
         esac
         bin="${!var:-}"
-        [ -n "$bin" ] || bin=$(bash images/build-static.sh "$arch" | tail -n 1)
-        [ -f "$bin" ] || {
-            echo "$var=$bin is not a file" >&2
-            exit 1
-        }
-        # The wrong binary under a platform would fail every pod of it with "exec format error".
-        found=$(od -An -t u2 -j 18 -N 2 "$bin" | tr -d ' ')
-        [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" = '177ELF' ] && [ "$found" = "$machine" ] || {
-            echo "$var=$bin is not an ${arch} ELF binary (e_machine ${found:-?}, not ${machine}) for ${platform}" >&2
-            exit 1
-        }
+        if [ -n "$bin" ]; then
+            bin=$(abs "$bin")
+        else
+            bin=$(bash images/build-static.sh "$arch" | tail -n 1)
+        fi
+        check_elf "$var" "$bin" "$machine" static \
+            "${platform} needs the static ${arch} build (bash images/build-static.sh ${arch}, last line)"
         dir="$ctx/bin/${platform#linux/}"
         mkdir -p "$dir"
         cp "$bin" "$dir/spark-localizer"
@@ -76,12 +124,23 @@ if [ "$variant" = static ]; then
     chmod 0644 "$ctx/ca-certificates.crt"
     dockerfile=images/Dockerfile
 else
+    # The build host's glibc and MIT krb5 libraries go into the image: its platform only.
+    if [ -n "${SPARK_LOCALIZER_PLATFORMS:-}" ] && [ "$(echo "$SPARK_LOCALIZER_PLATFORMS" | tr -d '[:space:]')" != "$host_platform" ]; then
+        echo "SPARK_LOCALIZER_PLATFORMS=${SPARK_LOCALIZER_PLATFORMS}: the kerberos variant is built for this machine's platform only (${host_platform}); see docs/images.md" >&2
+        exit 2
+    fi
     bin="${SPARK_LOCALIZER_GLIBC_BIN:-}"
-    if [ -z "$bin" ]; then
+    if [ -n "$bin" ]; then
+        bin=$(abs "$bin")
+    else
         echo "==> cargo build --locked --release" >&2
         cargo build --locked --release --bin spark-localizer >&2
         bin=target/release/spark-localizer
     fi
+    machine=62
+    [ "$host_platform" = linux/arm64 ] && machine=183
+    check_elf SPARK_LOCALIZER_GLIBC_BIN "$bin" "$machine" dynamic \
+        "the kerberos variant needs this machine's glibc build (cargo build --release)"
     gssapi=""
     for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu; do
         [ -e "$dir/libgssapi_krb5.so.2" ] && gssapi="$dir/libgssapi_krb5.so.2" && break
@@ -142,7 +201,8 @@ else
     if "${podman[@]}" manifest exists "$image" 2>/dev/null; then
         "${podman[@]}" manifest rm "$image" >/dev/null
     elif "${podman[@]}" image exists "$image" 2>/dev/null; then
-        "${podman[@]}" untag "$image" >/dev/null
+        # This one name only: `podman untag IMAGE` alone removes every name of the image.
+        "${podman[@]}" untag "$image" "$image" >/dev/null
     fi
     "${podman[@]}" manifest create "$image" >/dev/null
     for platform in "${platforms[@]}"; do

@@ -113,13 +113,17 @@ bash scripts/setup/image.sh </dev/null
 # at the lowest priority, in its own target dir (no build lock shared), so it takes only
 # the CPU the steps below leave idle (their single-threaded LTO and linking, the tests'
 # waits on servers); the tests that need it run last, after waiting for it. Its own
-# session, killed if this script stops.
+# process group (job control on for that one job), killed if this script stops; the same
+# session, so the same scheduler autogroup: a new session (setsid) would get its own
+# autogroup and an equal share of the CPU whatever its nice value.
 bash scripts/setup/image.sh cross aarch64 </dev/null
 mkdir -p target/logs
 arm64_log=target/logs/build-static-aarch64.log
 echo "==> images/build-static.sh aarch64 (in the background at nice 19, log in ${arm64_log})"
-CARGO_TARGET_DIR="${PWD}/target/cross" setsid nice -n 19 bash images/build-static.sh aarch64 </dev/null >"$arm64_log" 2>&1 &
+set -m
+CARGO_TARGET_DIR="${PWD}/target/cross" nice -n 19 bash images/build-static.sh aarch64 </dev/null >"$arm64_log" 2>&1 &
 arm64_pid=$!
+set +m
 trap 'kill -- "-${arm64_pid}" 2>/dev/null || true' EXIT
 echo "==> images/build-static.sh x86_64"
 SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh x86_64 </dev/null | tail -n 1)"

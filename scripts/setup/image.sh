@@ -50,7 +50,7 @@ while [ "${#parts[@]}" -gt 0 ]; do
         case "$arch" in
         x86_64 | aarch64) parts=("${parts[@]:1}") ;;
         *)
-            echo "usage: $0 cross x86_64|aarch64" >&2
+            echo "usage: $0 cross x86_64|aarch64 (not '${arch}')" >&2
             exit 2
             ;;
         esac

@@ -180,3 +180,34 @@ fn the_arm64_binary_fetches_pinned_jars_from_nginx_and_writes_the_classpath() {
         "a classpath was written by a failed run"
     );
 }
+
+/// The Kerberos-capable image is built for amd64 only: for a Kerberos cluster without
+/// a delegation token, the arm64 binary points at the token, not at that image.
+#[test]
+fn the_arm64_binary_names_the_delegation_token_for_a_kerberos_cluster() {
+    let Some(program) = arm64_program() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let conf = sb.root.join("hadoop-conf");
+    std::fs::create_dir(&conf).unwrap();
+    std::fs::write(
+        conf.join("core-site.xml"),
+        "<configuration><property><name>hadoop.security.authentication</name>\
+         <value>kerberos</value></property></configuration>",
+    )
+    .unwrap();
+    let out = sb
+        .fetch()
+        .program(&program)
+        .arg("--hadoop-conf-dir")
+        .arg(&conf)
+        .args(["--jars", "hdfs://127.0.0.1:9/libs/a.jar"])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("on arm64 nodes give a delegation token with HADOOP_TOKEN_FILE_LOCATION");
+    assert!(
+        !out.stderr.contains("use the Kerberos-capable image"),
+        "{out}"
+    );
+}

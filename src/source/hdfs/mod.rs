@@ -87,8 +87,12 @@ pub(crate) fn kerberos_available() -> bool {
     unsafe { libloading::Library::new("libgssapi_krb5.so.2") }.is_ok()
 }
 
-/// The message for a Kerberos cluster this binary cannot authenticate to.
+/// The message for a Kerberos cluster this binary cannot authenticate to. The
+/// Kerberos-capable image is built for amd64 only: an arm64 build names the token.
+#[cfg(not(target_arch = "aarch64"))]
 pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): use the Kerberos-capable image variant with a keytab (--kerberos-keytab) or a ticket cache (KRB5CCNAME), or give a delegation token with HADOOP_TOKEN_FILE_LOCATION";
+#[cfg(target_arch = "aarch64")]
+pub(crate) const NO_KERBEROS: &str = "the cluster uses Kerberos (hadoop.security.authentication=kerberos) but this spark-localizer cannot load libgssapi_krb5.so.2 (the static image never can): on arm64 nodes give a delegation token with HADOOP_TOKEN_FILE_LOCATION (the Kerberos-capable image variant, for a keytab or a ticket cache, is built for amd64 nodes only)";
 
 /// The Kerberos login of the clusters that need it: done once, on first use, so
 /// that `--deadline` and signals bound it like any transfer.
