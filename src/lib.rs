@@ -12,6 +12,11 @@
 
 pub mod cmd;
 
+/// Fuzz entry points (the `fuzzing` feature; `fuzz/`).
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzz;
+
 mod archive;
 mod cli;
 mod cloud;

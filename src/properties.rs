@@ -165,16 +165,29 @@ fn natural_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// Joins natural lines into logical lines: drops blank and comment lines,
-/// leading whitespace, and the backslash of continued lines.
+/// leading whitespace, and the backslash of continued lines. A continuation with
+/// nothing before it (a line of just `\\`) is no line yet, as in Java (its `len`
+/// is 0): the next line may still be blank or a comment, which ends it as nothing,
+/// unless the text ends right after its line break, which leaves an empty line
+/// (an empty key).
 fn logical_lines(text: &str) -> Vec<Vec<Located>> {
     let mut lines = Vec::new();
     let mut current: Option<Vec<Located>> = None;
-    for (number, natural) in natural_lines(text) {
+    let mut naturals = natural_lines(text).peekable();
+    while let Some((number, natural)) = naturals.next() {
         let segment = natural.trim_start_matches(is_blank);
         let buffer = match current.as_mut() {
-            Some(buffer) => buffer,
-            None => {
+            Some(buffer) if !buffer.is_empty() => buffer,
+            _ => {
                 if segment.is_empty() || segment.starts_with(['#', '!']) {
+                    // Java looks for the end of the text right after a `\n` or a lone
+                    // `\r`, but after `\r\n` only once it has skipped the `\n`.
+                    let text_ends_here = natural.is_empty()
+                        && naturals.peek().is_none()
+                        && !text.ends_with("\r\n");
+                    if !text_ends_here {
+                        current = None;
+                    }
                     continue;
                 }
                 current.insert(Vec::new())
@@ -383,6 +396,19 @@ mod tests {
             ("ke\\\n  y=v", &[("key", "v")]),
             ("k\\\n =v", &[("k", "v")]),
             ("\\\nk=v", &[("k", "v")]),
+            // A continuation with nothing before it is no line yet (Java's `len == 0`):
+            // a comment or blank line next ends it as nothing; the end of the text
+            // right after its line break leaves an empty key (each checked with Java 17).
+            ("\\\n#foo=bar\nx=1\n", &[("x", "1")]),
+            ("  \\\n\nx=1", &[("x", "1")]),
+            ("\\", &[("", "")]),
+            ("\\\n", &[("", "")]),
+            ("\\\n\n", &[]),
+            ("\\\n   ", &[]),
+            ("\\\r", &[("", "")]),
+            ("\\\r\n", &[]),
+            ("x\\\n#c", &[("x#c", "")]),
+            (" \\\n!c\ny=2", &[("y", "2")]),
         ]);
     }
 
