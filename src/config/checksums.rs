@@ -165,6 +165,12 @@ impl Checksums {
         Ok(())
     }
 
+    /// The digest pinned for exactly `key` (no fragment or name fallback).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn pinned(&self, key: &str) -> Option<[u8; 32]> {
+        self.pins.get(key).map(|pin| pin.digest)
+    }
+
     /// The pinned keys in file order, each once, so callers can warn about
     /// pins that match no artifact.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {

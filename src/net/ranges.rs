@@ -51,6 +51,31 @@ pub(crate) fn parse_range(value: &str, size: u64) -> Span {
     Span::Part(start, end.min(size - 1))
 }
 
+/// A `Content-Range: bytes FIRST-LAST/TOTAL` (TOTAL may be `*`): the first byte and
+/// the total, when the range is well formed and lies inside the object (FIRST ≤ LAST,
+/// and LAST < TOTAL when the total is known). Anything else is no range: a server
+/// that answers 206 with it is not trusted with the bytes.
+pub(crate) fn parse_content_range(value: &str) -> Option<(u64, Option<u64>)> {
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let digits = |s: &str| -> Option<u64> {
+        let s = s.trim();
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let (first, last) = (digits(first)?, digits(last)?);
+    let total = match total.trim() {
+        "*" => None,
+        other => Some(digits(other)?),
+    };
+    if first > last || total.is_some_and(|total| last >= total) {
+        return None;
+    }
+    Some((first, total))
+}
+
 /// No `If-Range`, or one naming the current ETag (a date never matches: the whole
 /// bundle is sent, which is always correct).
 pub(crate) fn if_range_matches(headers: &HeaderMap, etag: &str) -> bool {

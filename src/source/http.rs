@@ -334,17 +334,15 @@ fn meta_of(response: &Response) -> Meta {
     }
 }
 
-/// Parses `Content-Range: bytes START-END/TOTAL` into (START, TOTAL).
+/// Parses `Content-Range: bytes START-END/TOTAL` into (START, TOTAL): only a range
+/// inside the object ([`crate::net::ranges::parse_content_range`]).
 pub(super) fn content_range(response: &Response) -> Option<(u64, Option<u64>)> {
     let value = response
         .headers()
         .get(header::CONTENT_RANGE)?
         .to_str()
         .ok()?;
-    let rest = value.trim().strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (start, _end) = range.split_once('-')?;
-    Some((start.trim().parse().ok()?, total.trim().parse().ok()))
+    crate::net::ranges::parse_content_range(value)
 }
 
 /// Maps a final HTTP status to a fault, with a hint the user can act on.
