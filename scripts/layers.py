@@ -23,7 +23,7 @@ import sys
 # runs the engine over a plan built from the configuration; the engine reads bytes
 # from sources and puts them in place by the layout's rules.
 LAYERS = [
-    ("cmd", "reference"),  # the command layer: exit codes, signals, the process; the generated docs
+    ("cmd", "reference", "fuzz"),  # the command layer: exit codes, signals, the process; the generated docs; the fuzz entry points (they reach into every parser)
     ("output",),  # formats the plan and the engine's outcomes
     ("engine",),  # locks, reuse, transfers, ranges, unpacking
     ("plan",),  # declared URIs -> artifacts

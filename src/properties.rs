@@ -182,9 +182,8 @@ fn logical_lines(text: &str) -> Vec<Vec<Located>> {
                 if segment.is_empty() || segment.starts_with(['#', '!']) {
                     // Java looks for the end of the text right after a `\n` or a lone
                     // `\r`, but after `\r\n` only once it has skipped the `\n`.
-                    let text_ends_here = natural.is_empty()
-                        && naturals.peek().is_none()
-                        && !text.ends_with("\r\n");
+                    let text_ends_here =
+                        natural.is_empty() && naturals.peek().is_none() && !text.ends_with("\r\n");
                     if !text_ends_here {
                         current = None;
                     }

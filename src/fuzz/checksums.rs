@@ -13,7 +13,11 @@ pub fn checksums(data: &[u8]) {
     let again = Checksums::parse(&written, "rewritten")
         .unwrap_or_else(|e| panic!("{written:?} (from {text:?}) does not read back: {e}"));
     let keys: Vec<&str> = pins.keys().collect();
-    assert_eq!(again.keys().collect::<Vec<_>>(), keys, "{text:?} → {written:?}");
+    assert_eq!(
+        again.keys().collect::<Vec<_>>(),
+        keys,
+        "{text:?} → {written:?}"
+    );
     for key in keys {
         assert_eq!(again.pinned(key), pins.pinned(key), "{key:?}");
     }

@@ -11,9 +11,13 @@ pub use checksums::checksums;
 pub use properties::properties;
 pub use ranges::{content_range, range};
 
+/// A fuzz entry point.
+#[cfg(test)]
+type Target = fn(&[u8]);
+
 /// Every fuzz target by name, as `fuzz/fuzz_targets/<name>.rs` calls it.
 #[cfg(test)]
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+const TARGETS: &[(&str, Target)] = &[
     ("checksums", checksums),
     ("content_range", content_range),
     ("properties", properties),
@@ -40,7 +44,11 @@ mod tests {
             for seed in seeds {
                 let data = std::fs::read(&seed).unwrap();
                 let outcome = std::panic::catch_unwind(|| target(&data));
-                assert!(outcome.is_ok(), "{name}: {} breaks an invariant", seed.display());
+                assert!(
+                    outcome.is_ok(),
+                    "{name}: {} breaks an invariant",
+                    seed.display()
+                );
             }
         }
     }
@@ -53,7 +61,11 @@ mod tests {
             let file = dir.join(format!("{name}.rs"));
             let text = std::fs::read_to_string(&file)
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            assert!(text.contains(&format!("spark_localizer::fuzz::{name}(data)")), "{}", file.display());
+            assert!(
+                text.contains(&format!("spark_localizer::fuzz::{name}(data)")),
+                "{}",
+                file.display()
+            );
         }
     }
 }

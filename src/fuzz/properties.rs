@@ -9,11 +9,16 @@ use crate::properties::Properties;
 /// Fuzz entry point: any bytes (read as UTF-8, lossily, like a file).
 pub fn properties(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let ours = Properties::parse(&text)
-        .ok()
-        .map(|p| p.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>());
+    let ours = Properties::parse(&text).ok().map(|p| {
+        p.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect::<Vec<_>>()
+    });
     let java = java_load(&text);
-    assert_eq!(ours, java, "properties disagree with Java's rules on {text:?}");
+    assert_eq!(
+        ours, java,
+        "properties disagree with Java's rules on {text:?}"
+    );
 }
 
 fn is_blank(c: u16) -> bool {
@@ -202,8 +207,10 @@ mod tests {
             ("a=1\na=2\nb=3", &[("a", "2"), ("b", "3")]),
         ];
         for (text, want) in cases {
-            let want: Vec<(String, String)> =
-                want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
             assert_eq!(java_load(text), Some(want), "{text:?}");
         }
         assert_eq!(java_load("a=\\u12"), None);

@@ -14,10 +14,16 @@ pub fn range(data: &[u8]) {
     match parse_range(&value, size) {
         Span::Full => {}
         Span::Part(first, last) => {
-            assert!(first <= last && last < size, "{value:?} on {size} bytes: {first}-{last}");
+            assert!(
+                first <= last && last < size,
+                "{value:?} on {size} bytes: {first}-{last}"
+            );
         }
         Span::Unsatisfiable => {
-            let spec = value.trim().strip_prefix("bytes=").expect("only bytes= ranges");
+            let spec = value
+                .trim()
+                .strip_prefix("bytes=")
+                .expect("only bytes= ranges");
             let first = spec.split('-').next().unwrap().trim();
             match first.parse::<u64>() {
                 Ok(first) => assert!(first >= size, "{value:?} on {size} bytes"),
@@ -47,7 +53,11 @@ pub fn content_range(data: &[u8]) {
     }
     let total_text = total.map_or("*".to_owned(), |t| t.to_string());
     let again = format!("bytes {first}-{last}/{total_text}");
-    assert_eq!(parse_content_range(&again), Some((first, total)), "{again:?}");
+    assert_eq!(
+        parse_content_range(&again),
+        Some((first, total)),
+        "{again:?}"
+    );
 }
 
 fn split_size(data: &[u8]) -> Option<(u64, String)> {
