@@ -21,6 +21,7 @@
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. images/elf.sh
 
 variant="${1:-}"
 case "$variant" in
@@ -44,38 +45,19 @@ abs() {
 }
 
 # check_elf VAR PATH MACHINE static|dynamic WHAT: fails unless PATH (named by VAR) is an
-# ELF64 little-endian executable for MACHINE (e_machine: 62 x86_64, 183 aarch64), linked
-# as asked: static (no PT_INTERP program header) or dynamic (one). The wrong binary under
-# a platform would fail every pod of it ("exec format error", "no such file or directory").
+# executable for MACHINE linked as asked (images/elf.sh). The wrong binary under a
+# platform would fail every pod of it ("exec format error", "no such file or directory").
 check_elf() {
-    local var=$1 bin=$2 machine=$3 linking=$4 what=$5 found phoff phentsize phnum i interp=no
+    local var=$1 bin=$2 machine=$3 linking=$4 what=$5
     [ -f "$bin" ] || {
         echo "$var=$bin is not a file" >&2
         exit 1
     }
-    elf_u() { od -An -t "u$1" -j "$2" -N "$1" "$bin" 2>/dev/null | tr -d ' '; }
-    if [ "$(stat -c %s "$bin")" -lt 64 ] || [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" != '177ELF' ] ||
-        [ "$(elf_u 1 4)" != 2 ] || [ "$(elf_u 1 5)" != 1 ]; then
-        echo "$var=$bin is not an ELF64 little-endian executable; ${what}" >&2
-        exit 1
-    fi
-    found=$(elf_u 2 18)
-    [ "$found" = "$machine" ] || {
-        echo "$var=$bin is for ELF machine ${found} (62 is x86_64, 183 aarch64), not ${machine}; ${what}" >&2
+    elf_problem "$bin" "$machine" "$linking"
+    [ -z "$ELF_PROBLEM" ] || {
+        echo "$var=$bin $ELF_PROBLEM; $what" >&2
         exit 1
     }
-    phoff=$(elf_u 8 32) phentsize=$(elf_u 2 54) phnum=$(elf_u 2 56)
-    for ((i = 0; i < phnum; i++)); do
-        [ "$(elf_u 4 $((phoff + i * phentsize)))" = 3 ] && interp=yes
-    done
-    if [ "$linking" = static ] && [ "$interp" = yes ]; then
-        echo "$var=$bin is dynamically linked (it has a PT_INTERP header) and cannot run FROM scratch; ${what}" >&2
-        exit 1
-    fi
-    if [ "$linking" = dynamic ] && [ "$interp" = no ]; then
-        echo "$var=$bin is statically linked: it cannot load libgssapi_krb5.so.2; ${what}" >&2
-        exit 1
-    fi
 }
 
 host_platform=linux/amd64
@@ -140,7 +122,7 @@ else
     machine=62
     [ "$host_platform" = linux/arm64 ] && machine=183
     check_elf SPARK_LOCALIZER_GLIBC_BIN "$bin" "$machine" dynamic \
-        "the kerberos variant needs this machine's glibc build (cargo build --release)"
+        "the kerberos variant needs this machine's glibc build, which can load libgssapi_krb5.so.2 (cargo build --release)"
     gssapi=""
     for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu; do
         [ -e "$dir/libgssapi_krb5.so.2" ] && gssapi="$dir/libgssapi_krb5.so.2" && break

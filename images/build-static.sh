@@ -18,6 +18,7 @@
 # path, one line per architecture in the order asked: the last line is the last one's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. images/elf.sh
 
 profile=static
 budget=$((16 * 1024 * 1024))
@@ -76,22 +77,9 @@ build() {
     "${cargo[@]}" --locked --profile "$profile" --target "$target" --bin spark-localizer >&2
     echo "    built in $((SECONDS - start)) s" >&2
 
-    # An ELF64 little-endian executable for ARCH without a PT_INTERP (3) program header.
-    # Read with od, so no binutils are needed.
-    elf_u() { od -An -t "u$1" -j "$2" -N "$1" "$bin" | tr -d ' '; }
-    [ "$(head -c 4 "$bin" | od -An -c | tr -d ' ')" = '177ELF' ] || fail "$bin is not an ELF file"
-    [ "$(elf_u 1 4)" = 2 ] && [ "$(elf_u 1 5)" = 1 ] || fail "$bin is not a little-endian ELF64 file"
-    [ "$(elf_u 2 18)" = "$machine" ] || fail "$bin is for ELF machine $(elf_u 2 18), not ${arch} (${machine})"
-    local phoff phentsize phnum i
-    phoff=$(elf_u 8 32)
-    phentsize=$(elf_u 2 54)
-    phnum=$(elf_u 2 56)
-    for ((i = 0; i < phnum; i++)); do
-        if [ "$(elf_u 4 $((phoff + i * phentsize)))" = 3 ]; then
-            fail "$bin has a PT_INTERP header: it is dynamically linked, not static"
-        fi
-    done
-    echo "ok: ${arch}, statically linked (no PT_INTERP among ${phnum} program headers)" >&2
+    elf_problem "$bin" "$machine" static
+    [ -z "$ELF_PROBLEM" ] || fail "$bin $ELF_PROBLEM (wanted: ${arch}, static)"
+    echo "ok: ${arch}, statically linked (no PT_INTERP among ${ELF_PHNUM} program headers)" >&2
 
     local size mib
     size=$(stat -c %s "$bin")

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::image::{program_header_types, skip, BUDGET, PT_INTERP};
+use crate::image::{built_bin, program_header_types, skip, BUDGET, PT_INTERP};
 use crate::support::nginx::Nginx;
 use crate::support::{data, sha256_hex, Sandbox, BIN};
 
@@ -21,20 +21,10 @@ const EM_AARCH64: u16 = 183;
 
 /// The aarch64 binary from `SPARK_LOCALIZER_STATIC_BIN_ARM64`.
 pub fn arm64_bin() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("SPARK_LOCALIZER_STATIC_BIN_ARM64").filter(|p| !p.is_empty())
-    else {
-        return skip(
-            "SPARK_LOCALIZER_STATIC_BIN_ARM64 is not set (build it with \
-             `bash images/build-static.sh aarch64`, whose last line is its path)",
-        );
-    };
-    let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "SPARK_LOCALIZER_STATIC_BIN_ARM64={} is not a file",
-        path.display()
-    );
-    Some(path)
+    built_bin(
+        "SPARK_LOCALIZER_STATIC_BIN_ARM64",
+        "bash images/build-static.sh aarch64",
+    )
 }
 
 /// How to run the aarch64 binary here: itself on an aarch64 machine, else under

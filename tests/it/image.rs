@@ -45,19 +45,19 @@ pub fn skip<T>(why: &str) -> Option<T> {
 
 /// The static binary from `SPARK_LOCALIZER_STATIC_BIN`.
 pub fn static_bin() -> Option<PathBuf> {
-    let Some(path) = std::env::var_os("SPARK_LOCALIZER_STATIC_BIN").filter(|p| !p.is_empty())
-    else {
-        return skip(
-            "SPARK_LOCALIZER_STATIC_BIN is not set (build it with `bash images/build-static.sh`, \
-             whose last line is its path)",
-        );
+    built_bin("SPARK_LOCALIZER_STATIC_BIN", "bash images/build-static.sh")
+}
+
+/// The binary the file named by `var` holds (made by `build`, whose last line is its
+/// path); skipped locally and failed under CI when `var` is not set.
+pub fn built_bin(var: &str, build: &str) -> Option<PathBuf> {
+    let Some(path) = std::env::var_os(var).filter(|p| !p.is_empty()) else {
+        return skip(&format!(
+            "{var} is not set (build it with `{build}`, whose last line is its path)"
+        ));
     };
     let path = PathBuf::from(path);
-    assert!(
-        path.is_file(),
-        "SPARK_LOCALIZER_STATIC_BIN={} is not a file",
-        path.display()
-    );
+    assert!(path.is_file(), "{var}={} is not a file", path.display());
     Some(path)
 }
 
