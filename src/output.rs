@@ -334,3 +334,6 @@ mod written_by_us_tests {
         assert!(!written_by_us(&dir.path().join("missing"), false));
     }
 }
+
+#[cfg(test)]
+mod props;

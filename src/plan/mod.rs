@@ -15,6 +15,8 @@ use self::locator::Located;
 
 mod globs;
 mod locator;
+#[cfg(test)]
+mod props;
 use crate::origin::Origin;
 use crate::source::Scheme;
 
@@ -251,48 +253,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
         }
     }
 
-    // Compare where paths really lead (symlinks, `..`), not how they are spelled.
-    let reserved: Vec<(PathBuf, &PathBuf, &str)> = reserved_paths(settings)
-        .into_iter()
-        .map(|(p, flag)| (resolved(p), p, flag))
-        .collect();
-    for (i, (real, path, flag)) in reserved.iter().enumerate() {
-        if let Some((_, other, other_flag)) = reserved[..i].iter().find(|(r, _, _)| r == real) {
-            problems.push(format!(
-                "{flag} {} and {other_flag} {} are the same file; point them at different files",
-                path.display(),
-                other.display()
-            ));
-        }
-    }
-    let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
-    for a in &artifacts {
-        if let Target::Local { .. } = a.target {
-            continue;
-        }
-        let path = a.claimed();
-        let real = resolved(path);
-        if let Some((_, _, flag)) = reserved.iter().find(|(r, _, _)| *r == real) {
-            problems.push(format!(
-                "invalid {}: {} would overwrite {}, the file named by {flag}; give the artifact another name with #alias or point {flag} elsewhere",
-                a.origin,
-                a.display_uri,
-                path.display()
-            ));
-        }
-        if let Some(first) = seen.get(&real) {
-            let fix = collision_fix(a, first);
-            problems.push(format!(
-                "invalid {}: {} and {} both go to {}; {fix}",
-                a.origin,
-                first.display_uri,
-                a.display_uri,
-                path.display(),
-            ));
-        } else {
-            seen.insert(real, a);
-        }
-    }
+    let reserved = check_destinations(settings, &artifacts, &mut problems);
     let mut dirs = vec![settings.jars_dir.value.clone()];
     if settings.files_dir.value != settings.jars_dir.value {
         dirs.push(settings.files_dir.value.clone());
@@ -321,6 +282,102 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             partial: plan,
         })
     }
+}
+
+/// Checks where the artifacts go, and returns the reserved paths (the tool's own
+/// output files) by where they really lead: no artifact overwrites an output file,
+/// replaces a destination directory, or shares a path, or a name in one
+/// directory, with another; the jars directory can be on the classpath.
+fn check_destinations<'a>(
+    settings: &'a Settings,
+    artifacts: &[Artifact],
+    problems: &mut Vec<String>,
+) -> Vec<(PathBuf, &'a PathBuf, &'static str)> {
+    // Compare where paths really lead (symlinks, `..`), not how they are spelled.
+    let reserved: Vec<(PathBuf, &PathBuf, &str)> = reserved_paths(settings)
+        .into_iter()
+        .map(|(p, flag)| (resolved(p), p, flag))
+        .collect();
+    for (i, (real, path, flag)) in reserved.iter().enumerate() {
+        if let Some((_, other, other_flag)) = reserved[..i].iter().find(|(r, _, _)| r == real) {
+            problems.push(format!(
+                "{flag} {} and {other_flag} {} are the same file; point them at different files",
+                path.display(),
+                other.display()
+            ));
+        }
+    }
+    // An artifact replaces what is at its path: never a destination directory.
+    let dest_dirs = [
+        (&settings.jars_dir.value, "--jars-dir"),
+        (&settings.files_dir.value, "--files-dir"),
+    ]
+    .map(|(dir, flag)| (resolved(dir), dir, flag));
+    let mut seen: HashMap<PathBuf, &Artifact> = HashMap::new();
+    // State records, markers and kept archives go by name in each real directory.
+    let mut names: HashMap<(&Path, &str), &Artifact> = HashMap::new();
+    for a in artifacts {
+        let Target::Fetch { real_dir, .. } = &a.target else {
+            continue;
+        };
+        let path = a.claimed();
+        let real = resolved(path);
+        if let Some((_, _, flag)) = reserved.iter().find(|(r, _, _)| *r == real) {
+            problems.push(format!(
+                "invalid {}: {} would overwrite {}, the file named by {flag}; give the artifact another name with #alias or point {flag} elsewhere",
+                a.origin,
+                a.display_uri,
+                path.display()
+            ));
+        }
+        if let Some((_, dir, flag)) = dest_dirs.iter().find(|(d, _, _)| d.starts_with(&real)) {
+            problems.push(format!(
+                "invalid {}: {} would replace {}, which holds {flag} {}; give the artifact another name with #alias or point {flag} elsewhere",
+                a.origin,
+                a.display_uri,
+                path.display(),
+                dir.display()
+            ));
+        }
+        if let Some(first) = seen.get(&real) {
+            let fix = collision_fix(a, first);
+            problems.push(format!(
+                "invalid {}: {} and {} both go to {}; {fix}",
+                a.origin,
+                first.display_uri,
+                a.display_uri,
+                path.display(),
+            ));
+        } else if let Some(first) = names.get(&(real_dir.as_path(), a.name.as_str())) {
+            problems.push(format!(
+                "invalid {}: {} and {} both take the name '{}' in {} (staging://<id> keeps its archive as staging-<id>.tar.gz); give the one that is not a staging bundle another name with #alias",
+                a.origin,
+                first.display_uri,
+                a.display_uri,
+                a.name.escape_debug(),
+                real_dir.display(),
+            ));
+        }
+        seen.entry(real).or_insert(a);
+        names.entry((real_dir, &a.name)).or_insert(a);
+    }
+    let jars_dir = &settings.jars_dir;
+    let fills_classpath = artifacts
+        .iter()
+        .any(|a| a.kind == Kind::Jar && matches!(a.target, Target::Fetch { .. }));
+    if fills_classpath
+        && jars_dir
+            .value
+            .to_str()
+            .is_none_or(|dir| dir.contains(':') || dir.chars().any(char::is_control))
+    {
+        problems.push(format!(
+            "invalid {}: {} holds ':', a control character or bytes that are not UTF-8, which the classpath cannot hold; choose another directory",
+            jars_dir.origin,
+            jars_dir.value.display().to_string().escape_debug()
+        ));
+    }
+    reserved
 }
 
 /// What to do about two artifacts going to one file: an `#alias` on one that
@@ -534,6 +591,11 @@ fn local_target(kind: Kind, located: &Located) -> Result<Target, String> {
             "{shown} names a relative path; write local:///absolute/path"
         ));
     }
+    if path.chars().any(char::is_control) {
+        return Err(format!(
+            "{shown}: the decoded path contains control characters (a percent-encoded newline, tab or NUL?)"
+        ));
+    }
     if kind == Kind::Jar && path.contains(':') {
         return Err(format!(
             "{shown}: the path contains ':', the classpath separator, so it cannot go on the classpath"
@@ -669,6 +731,8 @@ mod tests {
             ("https://h/a:b.jar", Err("classpath separator")),
             ("https://h/a.jar#a:b.jar", Err("classpath separator")),
             ("local:///opt/a:b/x.jar", Err("classpath separator")),
+            ("local:///opt/a%0Ab/x.jar", Err("control characters")),
+            ("local:///opt/a%00/x.jar", Err("control characters")),
             ("file:/tmp/x.jar", Ok("x.jar")),
             ("local:/opt/x.jar", Ok("x.jar")),
             ("local:foo.jar", Err("relative path")),
