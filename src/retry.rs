@@ -13,6 +13,19 @@ use std::time::Duration;
 /// deadline still rules).
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// A `Retry-After` value (429/503 from rate-limiting registries and CDNs):
+/// seconds, or an HTTP-date (the wait from `now` until then; none when it has
+/// passed). [`RetryPolicy`] caps it ([`MAX_RETRY_AFTER`]).
+pub(crate) fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    // `1*DIGIT` (u64's parser would also take a sign).
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse().ok().map(Duration::from_secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    at.duration_since(now).ok()
+}
+
 /// A failure an attempt can end with, as the retry policy sees it.
 pub(crate) trait Retryable {
     /// Whether another attempt may succeed (connection faults, 5xx, 408/429,
@@ -84,6 +97,28 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_digits_or_a_date() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(
+            parse_retry_after(&later, now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            None
+        );
+        // A sign is no delay-seconds (u64's parser took "+5"; found by fuzzing).
+        for bad in ["+5", "-1", "1.5", "", "99999999999999999999999"] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+    }
 
     struct Fault {
         transient: bool,

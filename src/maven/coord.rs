@@ -43,8 +43,15 @@ impl Coord {
             [g, a, v, c] => (*g, *a, *v, Some(*c)),
             _ => return Err(bad()),
         };
+        // Each becomes directories (the group's dots too) and part of file names:
+        // no empty directory (`a..b`, a trailing `.`), no `..`.
         for part in [g, a, v].into_iter().chain(classifier) {
-            if part.is_empty() || part.starts_with('.') || !part.chars().all(valid_char) {
+            if part.is_empty()
+                || part.starts_with('.')
+                || part.ends_with('.')
+                || part.contains("..")
+                || !part.chars().all(valid_char)
+            {
                 return Err(bad());
             }
         }
@@ -211,7 +218,19 @@ mod tests {
         assert_eq!(c.to_string(), "g:a:1.0");
         let c = Coord::parse_package("g:a:1.0:tests").unwrap();
         assert_eq!(c.file_name(), "a-1.0-tests.jar");
-        for bad in ["g:a", "g:a:", ":a:1", "g:a:1:c:x", "g:a:1 2", "g:a:../1"] {
+        // (Found by fuzzing: `c..x` and `x.` as a group made an empty directory.)
+        for bad in [
+            "g:a",
+            "g:a:",
+            ":a:1",
+            "g:a:1:c:x",
+            "g:a:1 2",
+            "g:a:../1",
+            "c..x:a:1",
+            "x.:a:1",
+            "g:a.:1",
+            "g:a:1:c.",
+        ] {
             assert!(Coord::parse_package(bad).is_err(), "{bad}");
         }
     }

@@ -9,6 +9,7 @@
 pub(crate) mod coord;
 pub(crate) mod ivy;
 pub(crate) mod lock;
+pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod pom;
 pub(crate) mod repo;

@@ -219,6 +219,21 @@ impl<'a> Models<'a> {
 
     /// The raw POM of `coord` and the repository it came from.
     async fn raw(&self, coord: &Coord, chain: &[String]) -> Result<(RawPom, usize), MavenError> {
+        // Parents, imports and relocations come from POMs: each part becomes a
+        // directory of the repository path.
+        for (name, part) in [
+            ("groupId", &coord.group),
+            ("artifactId", &coord.artifact),
+            ("version", &coord.version),
+        ] {
+            if !super::metadata::usable_part(part) {
+                return Err(MavenError::Malformed(format!(
+                    "{} names {name} '{}', which cannot be part of a repository path (a path separator, '..', whitespace or a URL delimiter)",
+                    if chain.is_empty() { coord_text(coord) } else { chain.join(" -> ") },
+                    part.escape_debug()
+                )));
+            }
+        }
         let path = super::repo::file_path(self.repos, coord).await?;
         let found = match self.repos.first(&path, pom::MAX_POM).await? {
             Ok(found) => found,
@@ -281,7 +296,7 @@ fn merge(lineage: &[RawPom], group: &str, version: &str) -> RawPom {
 
 /// The properties a POM's values may name: the lineage's own (the child's win),
 /// then the model's `project.*`, `pom.*` and `parent.*` values.
-fn properties(
+pub(crate) fn properties(
     lineage: &[RawPom],
     group: &str,
     artifact: &str,
@@ -311,9 +326,14 @@ fn properties(
     props
 }
 
+/// Substitutions one value may take in all: a POM whose properties name each
+/// other many times over (`${a}${a}…` with `a` naming `b` the same way) would
+/// otherwise take time exponential in its nesting even when it expands to little.
+const MAX_SUBSTITUTIONS: usize = 4096;
+
 /// Replaces every `${name}` in `value` (recursively); an unknown name is left as
 /// written (Maven does the same; such a value then fails where it is used).
-fn interpolate(
+pub(crate) fn interpolate(
     value: &str,
     props: &HashMap<String, String>,
     at: &Coord,
@@ -323,6 +343,7 @@ fn interpolate(
         props: &HashMap<String, String>,
         stack: &mut Vec<String>,
         at: &Coord,
+        budget: &mut usize,
     ) -> Result<String, MavenError> {
         let mut out = String::with_capacity(value.len());
         let mut rest = value;
@@ -342,14 +363,15 @@ fn interpolate(
                             stack.join("} -> ${")
                         )));
                     }
-                    if stack.len() > 32 || out.len() > 64 << 10 {
+                    *budget = budget.saturating_sub(1);
+                    if stack.len() > 32 || out.len() > 64 << 10 || *budget == 0 {
                         return Err(MavenError::Malformed(format!(
-                            "{}: the property {name} nests more than 32 deep or expands to more than 64 KiB",
+                            "{}: the property {name} nests more than 32 deep, expands to more than 64 KiB or takes more than {MAX_SUBSTITUTIONS} substitutions",
                             coord_text(at)
                         )));
                     }
                     stack.push(name.to_owned());
-                    out.push_str(&expand(v, props, stack, at)?);
+                    out.push_str(&expand(v, props, stack, at, budget)?);
                     stack.pop();
                 }
                 None => out.push_str(&rest[start..start + 3 + len]),
@@ -359,7 +381,8 @@ fn interpolate(
         out.push_str(rest);
         Ok(out)
     }
-    expand(value, props, &mut Vec::new(), at)
+    let mut budget = MAX_SUBSTITUTIONS;
+    expand(value, props, &mut Vec::new(), at, &mut budget)
 }
 
 fn to_dep(

@@ -266,48 +266,19 @@ pub(crate) async fn file_path(
     }
     let dir = plain.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
     let Ok(found) = repos
-        .first(&format!("{dir}/maven-metadata.xml"), 1 << 20)
+        .first(
+            &format!("{dir}/maven-metadata.xml"),
+            super::metadata::MAX_METADATA,
+        )
         .await?
     else {
         return Ok(plain);
     };
-    let text = std::str::from_utf8(&found.bytes).unwrap_or_default();
-    let Ok(doc) = roxmltree::Document::parse(text) else {
-        return Err(MavenError::Malformed(format!(
-            "{dir}/maven-metadata.xml: not well-formed XML"
-        )));
-    };
-    let text_of = |node: roxmltree::Node<'_, '_>, name: &str| {
-        node.children()
-            .find(|n| n.is_element() && n.tag_name().name() == name)
-            .and_then(|n| n.text())
-            .map(|t| t.trim().to_owned())
-    };
-    let classifier = c.classifier.clone().unwrap_or_default();
-    // Maven 3: one <snapshotVersion> per extension and classifier.
-    let listed = doc
-        .descendants()
-        .filter(|n| n.is_element() && n.tag_name().name() == "snapshotVersion")
-        .find(|n| {
-            text_of(*n, "extension").as_deref() == Some(c.ext.as_str())
-                && text_of(*n, "classifier").unwrap_or_default() == classifier
-        })
-        .and_then(|n| text_of(n, "value"));
-    // Maven 2: <snapshot><timestamp/><buildNumber/></snapshot> for every file.
-    let value = listed.or_else(|| {
-        let snapshot = doc
-            .descendants()
-            .find(|n| n.is_element() && n.tag_name().name() == "snapshot")?;
-        let timestamp = text_of(snapshot, "timestamp")?;
-        let build = text_of(snapshot, "buildNumber")?;
-        let base = c.version.trim_end_matches("-SNAPSHOT");
-        Some(format!("{base}-{timestamp}-{build}"))
-    });
+    let value = super::metadata::snapshot_version(&found.bytes, c)
+        .map_err(|why| MavenError::Malformed(format!("{dir}/maven-metadata.xml: {why}")))?;
     Ok(match value {
-        Some(v) if !v.contains('/') && !v.starts_with('.') => {
-            format!("{dir}/{}", c.file_name_at(&v))
-        }
-        _ => plain,
+        Some(v) => format!("{dir}/{}", c.file_name_at(&v)),
+        None => plain,
     })
 }
 

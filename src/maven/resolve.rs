@@ -17,8 +17,6 @@ use super::model::{Dep, Model, Models};
 use super::version::{ivy_cmp, Requirement};
 use super::{MavenError, Mode};
 
-/// The largest `maven-metadata.xml` read.
-const MAX_METADATA: usize = 4 << 20;
 /// Spark-mode rounds before giving up on conflicting versions settling.
 const MAX_ROUNDS: usize = 20;
 /// POMs fetched at once.
@@ -454,6 +452,16 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
         ))
     })?;
     if let Requirement::Soft(v) = parsed {
+        // It becomes a directory and a file name (and the jar's name here).
+        if !super::metadata::usable_part(&v) {
+            return Err(MavenError::Malformed(format!(
+                "{}:{} (required by {}): version '{}' cannot be one (a path separator, '..', whitespace or a URL delimiter)",
+                p.group,
+                p.artifact,
+                shown_path(&p.path),
+                v.escape_debug()
+            )));
+        }
         return Ok(v);
     }
     let available = available_versions(models, &p.group, &p.artifact).await?;
@@ -484,24 +492,16 @@ async fn available_versions(
     artifact: &str,
 ) -> Result<Vec<String>, MavenError> {
     let path = format!("{}/{artifact}/maven-metadata.xml", group.replace('.', "/"));
-    let found = match models.repos.first(&path, MAX_METADATA).await? {
+    let found = match models
+        .repos
+        .first(&path, super::metadata::MAX_METADATA)
+        .await?
+    {
         Ok(found) => found,
         Err(_) => return Ok(Vec::new()),
     };
-    let text = std::str::from_utf8(&found.bytes)
-        .map_err(|_| MavenError::Malformed(format!("{path}: maven-metadata.xml is not UTF-8")))?;
-    let doc = roxmltree::Document::parse(text)
-        .map_err(|e| MavenError::Malformed(format!("{path}: not well-formed XML: {e}")))?;
-    Ok(doc
-        .descendants()
-        .filter(|n| n.is_element() && n.tag_name().name() == "version")
-        .filter(|n| {
-            n.parent()
-                .is_some_and(|p| p.tag_name().name() == "versions")
-        })
-        .filter_map(|n| n.text())
-        .map(|t| t.trim().to_owned())
-        .collect())
+    super::metadata::versions(&found.bytes)
+        .map_err(|why| MavenError::Malformed(format!("{path}: {why}")))
 }
 
 /// The model of `g:a:v`, following relocations (a few hops). Ivy (`spark`)

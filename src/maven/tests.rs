@@ -360,6 +360,75 @@ async fn hostile_repositories_fail_clearly() {
     );
 }
 
+/// Versions come from POMs and metadata too: none may be a path. (Found while
+/// writing the fuzz targets' invariants: only groupId, artifactId, type and
+/// classifier were checked, so `<version>../../../../x</version>` led requests out
+/// of the repository and into the jar's file name.)
+#[tokio::test]
+async fn versions_from_repositories_are_never_paths() {
+    let in_repo = |mem: &Mem| {
+        let log = mem.log.lock().unwrap();
+        assert!(
+            log.iter().all(|u| u.starts_with(REPO) && !u.contains("..")),
+            "{log:?}"
+        );
+    };
+    // A dependency's version.
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:b:../../../../x"]));
+    let (r, mem) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("version '../../../../x' cannot be one"), "{e}");
+    in_repo(&mem);
+    // A parent's version.
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        "<parent><groupId>g</groupId><artifactId>p</artifactId><version>1/../../evil</version></parent>",
+    );
+    let (r, mem) = run(m, &["g:a:1"], Mode::Maven).await;
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("version '1/../../evil', which cannot be part of a repository path"),
+        "{e}"
+    );
+    in_repo(&mem);
+    // A range resolved through metadata listing a path: that entry is never picked.
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:r:[1,)"]));
+    m.pom("g:r:1.5", "");
+    m.put(
+        "g/r/maven-metadata.xml",
+        b"<metadata><versioning><versions><version>1.5</version><version>9/../../../../x</version><version>9 z</version></versions></versioning></metadata>",
+        false,
+    );
+    let (r, mem) = run(m, &["g:a:1"], Mode::Spark).await;
+    assert_eq!(names(&r.unwrap()), ["g:a:1", "g:r:1.5"]);
+    in_repo(&mem);
+}
+
+/// Properties that name each other many times over take a bounded number of
+/// substitutions, even when they expand to nothing (time exponential in the
+/// nesting otherwise: 40^5 here).
+#[tokio::test]
+async fn interpolation_takes_bounded_work() {
+    let mut props = String::from("<properties><p0></p0>");
+    for i in 1..6 {
+        props += &format!("<p{i}>{}</p{i}>", format!("${{p{}}}", i - 1).repeat(40));
+    }
+    props += "</properties>";
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        &format!("{props}<dependencies><dependency><groupId>g</groupId><artifactId>b${{p5}}</artifactId><version>1</version></dependency></dependencies>"),
+    );
+    let started = std::time::Instant::now();
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("more than 4096 substitutions"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
 #[tokio::test]
 async fn an_unreachable_repository_is_tried_once() {
     let mut m = Mem::default();

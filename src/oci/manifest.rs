@@ -74,6 +74,18 @@ pub(crate) fn parse(body: &[u8], content_type: &str) -> Result<Parsed, String> {
     let kind = kind.split(';').next().unwrap_or_default().trim();
     match (parsed.manifests, parsed.layers, parsed.blobs) {
         (Some(list), _, _) if kind != OCI_MANIFEST && kind != DOCKER_MANIFEST => {
+            // The entry picked is asked for by digest and checked against it:
+            // only a sha256 digest can be (and a path-like one would leave the
+            // manifests endpoint).
+            if let Some(bad) = list
+                .iter()
+                .find(|d| super::reference::check_digest(&d.digest).is_err())
+            {
+                return Err(format!(
+                    "the index lists manifest digest '{}', not a sha256 digest (sha256:<64 lower-case hex digits>)",
+                    bad.digest.escape_debug()
+                ));
+            }
             Ok(Parsed::Index(list))
         }
         (_, Some(layers), _) => Ok(Parsed::Manifest(layers)),
@@ -154,10 +166,23 @@ mod tests {
         }
         let artifact = br#"{"mediaType":"application/vnd.oci.artifact.manifest.v1+json","blobs":[{"digest":"sha256:2","size":3}]}"#;
         assert!(matches!(parse(artifact, "").unwrap(), Parsed::Manifest(b) if b.len() == 1));
-        let index = br#"{"manifests":[{"digest":"sha256:3","size":4}]}"#;
-        assert!(
-            matches!(parse(index, "application/vnd.oci.image.index.v1+json").unwrap(), Parsed::Index(m) if m.len() == 1)
+        let index = format!(
+            r#"{{"manifests":[{{"digest":"sha256:{}","size":4}}]}}"#,
+            "3".repeat(64)
         );
+        assert!(
+            matches!(parse(index.as_bytes(), "application/vnd.oci.image.index.v1+json").unwrap(), Parsed::Index(m) if m.len() == 1)
+        );
+        // An entry that is not a sha256 digest is refused before any request.
+        for bad in ["sha256:3", "../../../v2/_catalog", "sha512:00", ""] {
+            let index = format!(r#"{{"manifests":[{{"digest":"{bad}"}}]}}"#);
+            assert!(
+                parse(index.as_bytes(), "")
+                    .unwrap_err()
+                    .contains("not a sha256 digest"),
+                "{bad}"
+            );
+        }
         assert!(parse(b"{}", "").unwrap_err().contains("neither"));
         assert!(parse(b"[", "").unwrap_err().contains("not valid JSON"));
     }

@@ -366,17 +366,9 @@ fn status_error(uri: &Url, response: &Response) -> SourceError {
     }
 }
 
-/// `Retry-After` (429/503 from rate-limiting registries and CDNs): seconds, or an
-/// HTTP-date (the wait until then; none when it has passed). The retry policy caps
-/// it ([`crate::retry::MAX_RETRY_AFTER`]).
 fn retry_after(response: &Response) -> Option<Duration> {
     let value = response.headers().get(header::RETRY_AFTER)?.to_str().ok()?;
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    at.duration_since(std::time::SystemTime::now()).ok()
+    crate::retry::parse_retry_after(value, std::time::SystemTime::now())
 }
 
 fn transport_error(uri: &Url, err: reqwest::Error) -> SourceError {

@@ -34,17 +34,18 @@ pub(crate) fn read_secret(path: &Path) -> Result<HeaderValue, String> {
     })?;
     let text =
         String::from_utf8(raw).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
+    crate::util::redact::register_secret(text.trim());
+    secret_header(&text).map_err(|why| format!("{} {why}", path.display()))
+}
+
+/// The header a resource secret file's text sends: the text without surrounding
+/// whitespace (a trailing newline); the error says what is wrong with it.
+pub(crate) fn secret_header(text: &str) -> Result<HeaderValue, &'static str> {
     let secret = text.trim();
-    crate::util::redact::register_secret(secret);
     if secret.is_empty() {
-        return Err(format!("{} is empty", path.display()));
+        return Err("is empty");
     }
-    api::secret_header(secret).map_err(|_| {
-        format!(
-            "{} holds characters that cannot be sent in an HTTP header",
-            path.display()
-        )
-    })
+    api::secret_header(secret).map_err(|_| "holds characters that cannot be sent in an HTTP header")
 }
 
 /// One bundle as the source knows it.

@@ -112,15 +112,24 @@ impl HadoopConf {
 fn read_site_file(path: &Path) -> Result<Vec<(String, String)>, String> {
     let text = crate::util::fs::read_config_text(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let doc = roxmltree::Document::parse(&text)
-        .map_err(|e| format!("{} is not usable XML: {e}", path.display()))?;
+    parse_site(&text).map_err(|e| format!("{} is not usable XML: {e}", path.display()))
+}
+
+/// The `(name, value)` pairs of a `*-site.xml`'s text, trimmed, in document order.
+pub(crate) fn parse_site(text: &str) -> Result<Vec<(String, String)>, roxmltree::Error> {
+    let doc = roxmltree::Document::parse(text)?;
     let mut out = Vec::new();
     for prop in doc.descendants().filter(|n| n.has_tag_name("property")) {
+        // All the element's text (a comment may split it), as Hadoop reads it;
+        // an empty element is an empty string.
         let child = |tag: &str| {
-            prop.children()
-                .find(|c| c.has_tag_name(tag))
-                .and_then(|c| c.text())
-                .map(|t| t.trim().to_owned())
+            prop.children().find(|c| c.has_tag_name(tag)).map(|c| {
+                let text: String = c
+                    .children()
+                    .filter_map(|t| t.is_text().then(|| t.text()).flatten())
+                    .collect();
+                text.trim().to_owned()
+            })
         };
         if let (Some(name), Some(value)) = (child("name"), child("value")) {
             out.push((name, value));
@@ -132,6 +141,22 @@ fn read_site_file(path: &Path) -> Result<Vec<(String, String)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn site_values_are_all_their_text() {
+        let pairs = parse_site(
+            "<configuration><property><name> a </name><value>x<!-- c -->y<![CDATA[<z>]]></value></property>\
+             <property><name>empty</name><value/></property><property><name>n</name></property></configuration>",
+        )
+        .unwrap();
+        assert_eq!(
+            pairs,
+            [
+                ("a".to_owned(), "xy<z>".to_owned()),
+                ("empty".to_owned(), String::new())
+            ]
+        );
+    }
 
     #[test]
     fn files_then_overrides_and_nameservices() {

@@ -19,6 +19,17 @@ fn principal(components: &[String], realm: &str) -> String {
     format!("{}@{realm}", components.join("/"))
 }
 
+/// Whether the parts read make a principal one can name: no empty part, no
+/// control character, a realm without `@` or `/` (the fuzzer found caches whose
+/// "principal" was `@REALM` or held NULs).
+fn nameable(components: &[String], realm: &str) -> bool {
+    let clean = |s: &String| !s.is_empty() && !s.chars().any(char::is_control);
+    !components.is_empty()
+        && components.iter().all(clean)
+        && clean(&realm.to_owned())
+        && !realm.contains(['@', '/'])
+}
+
 /// The principals a keytab holds, in file order without repeats (the first is
 /// what `kinit -k` and GSSAPI use when none is named).
 pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
@@ -59,9 +70,9 @@ pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
         e.u16()?; // enctype
         let key_len = usize::from(e.u16()?);
         e.take(key_len)?;
-        if components.is_empty() || realm.is_empty() {
+        if !nameable(&components, &realm) {
             return Err(format!(
-                "an entry with an empty principal name at byte {}",
+                "an entry with an empty or unprintable principal name at byte {}",
                 r.at()
             ));
         }
@@ -106,7 +117,7 @@ pub(crate) fn ccache_principal(data: &[u8]) -> Result<String, String> {
         let len = r.u32()? as usize;
         components.push(r.text_of(len)?);
     }
-    if components.is_empty() || realm.is_empty() {
+    if !nameable(&components, &realm) {
         return Err("no default principal".to_owned());
     }
     Ok(principal(&components, &realm))
@@ -133,8 +144,8 @@ pub(crate) fn file_cache(name: &str) -> Option<&Path> {
 }
 
 /// One keytab entry (an aes256 key) for `principal` (`a/b@REALM`), for tests.
-#[cfg(test)]
-pub(super) fn test_entry(principal: &str) -> Vec<u8> {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn test_entry(principal: &str) -> Vec<u8> {
     let (name, realm) = principal.split_once('@').expect("name@REALM");
     let comps: Vec<&str> = name.split('/').collect();
     let mut e = Vec::new();
@@ -157,8 +168,8 @@ pub(super) fn test_entry(principal: &str) -> Vec<u8> {
 }
 
 /// A keytab (version 0x0502) holding a key for each of `principals`, for tests.
-#[cfg(test)]
-pub(super) fn test_keytab(principals: &[&str]) -> Vec<u8> {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn test_keytab(principals: &[&str]) -> Vec<u8> {
     let mut kt = vec![5, 2];
     for p in principals {
         kt.extend(test_entry(p));
@@ -193,6 +204,11 @@ mod tests {
             .unwrap_err()
             .contains("truncated"));
         assert_eq!(keytab_principals(&[5, 2]).unwrap_err(), "holds no keys");
+        let mut empty_part = vec![5, 2];
+        empty_part.extend(test_entry("a//b@R"));
+        assert!(keytab_principals(&empty_part)
+            .unwrap_err()
+            .contains("empty or unprintable principal name"));
         assert!(keytab_principals(b"garbage")
             .unwrap_err()
             .contains("not a keytab"));
@@ -214,6 +230,13 @@ mod tests {
         }
         assert!(ccache_principal(&[5, 4]).is_err());
         assert!(ccache_principal(&[]).is_err());
+        // An empty name part (found by fuzzing: `@EX.COM` was a principal).
+        let mut empty = cc[..cc.len() - 9].to_vec();
+        empty.extend(0u32.to_be_bytes());
+        assert_eq!(
+            ccache_principal(&empty).unwrap_err(),
+            "no default principal"
+        );
         assert!(ccache_principal(&[0xde, 0xad, 0xbe, 0xef])
             .unwrap_err()
             .contains("not a Kerberos ticket cache"));

@@ -8,7 +8,7 @@
 mod client;
 pub(crate) mod conf;
 pub(crate) mod kerberos;
-mod keytab;
+pub(crate) mod keytab;
 mod reader;
 pub(crate) mod replicas;
 pub(crate) mod token;

@@ -95,24 +95,25 @@ impl<S: Stream + Unpin> Watched<S> {
 
 /// `ip:xfer_port` of the `DatanodeIdProto { ip_addr: "…", …, xfer_port: N, … }`
 /// hdfs-native's warnings print.
-fn datanode_of(line: &str) -> Option<String> {
+pub(crate) fn datanode_of(line: &str) -> Option<String> {
     let ip = line.split("ip_addr: \"").nth(1)?.split('"').next()?;
     let port = line
         .split("xfer_port: ")
         .nth(1)?
         .split(|c: char| !c.is_ascii_digit())
-        .next()?;
+        .next()
+        .filter(|port| !port.is_empty())?;
     Some(format!("{ip}:{port}"))
 }
 
 /// The gist of a Debug-printed error: the `kind` of an I/O error, else the
 /// text cut short.
-fn short_reason(why: &str) -> String {
-    if let Some(kind) = why.split("kind: ").nth(1) {
-        let kind = kind.split([',', ' ', '}']).next().unwrap_or(kind);
-        return kind.to_owned();
-    }
-    let why = why.trim();
+pub(crate) fn short_reason(why: &str) -> String {
+    let why = match why.split("kind: ").nth(1) {
+        Some(kind) => kind.split([',', ' ', '}']).next().unwrap_or(kind),
+        None => why.trim(),
+    };
+    // Either way at most 120 characters (a `kind` too: the fuzzer found a long one).
     match why.char_indices().nth(120) {
         Some((at, _)) => format!("{}…", &why[..at]),
         None => why.to_owned(),
@@ -135,6 +136,19 @@ impl<S: Stream + Unpin> Stream for Watched<S> {
 mod tests {
     use super::*;
     use futures_util::StreamExt;
+
+    #[test]
+    fn a_datanode_without_a_port_is_not_named() {
+        assert_eq!(
+            datanode_of(r#"DatanodeIdProto { ip_addr: "10.0.0.7", xfer_port: 9866 }"#).as_deref(),
+            Some("10.0.0.7:9866")
+        );
+        assert_eq!(datanode_of(r#"ip_addr: "10.0.0.7", xfer_port: None"#), None);
+        // A reason is at most 120 characters (and the ellipsis), a `kind` too.
+        let long = format!("Io(Custom {{ kind: {} }})", "X".repeat(500));
+        assert_eq!(short_reason(&long).chars().count(), 121);
+        assert_eq!(short_reason("x { kind: NotFound, y }"), "NotFound");
+    }
 
     #[test]
     fn failed_datanodes_are_named_with_their_reason() {

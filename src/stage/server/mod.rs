@@ -250,3 +250,66 @@ fn router(state: Arc<AppState>) -> Router {
 fn text(body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
 }
+
+/// One upload of `body` (as `multipart/form-data; boundary=<boundary>`) to a fresh
+/// server over `store_dir` with `--upload-auth none` and small archive limits,
+/// in process: the answer's status and the bundles the store then holds. For
+/// the upload fuzz target (`src/fuzz/upload.rs`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn upload_once(
+    store_dir: &Path,
+    boundary: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Vec<crate::stage::store::BundleMeta>) {
+    use tower::ServiceExt;
+    let dir = store_dir.to_str().expect("a UTF-8 path");
+    let argv = [
+        "spark-localizer",
+        "stage",
+        "serve",
+        "--store",
+        dir,
+        "--upload-auth",
+        "none",
+        "--archive-max-bytes",
+        "1048576",
+        "--archive-max-entries",
+        "64",
+        "--max-upload-bytes",
+        "1048576",
+    ];
+    let (cli, _) = crate::cli::parse_from(argv).expect("serve arguments");
+    let crate::cli::Command::Stage(crate::cli::StageArgs {
+        command: crate::cli::StageCommand::Serve(args),
+    }) = cli.command
+    else {
+        unreachable!("stage serve parses as stage serve")
+    };
+    // The store's blocking calls need a multi-threaded runtime; one for every call.
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    let runtime = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    });
+    runtime.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(LocalStore::open(store_dir).expect("the store"));
+        let auth = auth::UploadAuth::new(args.upload_auth, None, || unreachable!("no reviews"))
+            .expect("open uploads");
+        let state = Arc::new(AppState::new(&args, store.clone(), None, auth));
+        let request = axum::http::Request::post(api::RESOURCES_PATH)
+            .header(
+                axum::http::header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(axum::body::Body::from(body))
+            .expect("a request");
+        let answer = router(state).oneshot(request).await.expect("infallible");
+        (
+            answer.status(),
+            store.list().await.expect("the store lists"),
+        )
+    })
+}

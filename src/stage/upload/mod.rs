@@ -27,7 +27,7 @@ use crate::util::redact::{error_chain, register_secret};
 mod bundle;
 mod plan;
 mod report;
-mod token;
+pub(crate) mod token;
 
 /// Time allowed to open a TCP/TLS connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

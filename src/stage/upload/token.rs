@@ -70,7 +70,7 @@ struct User {
 }
 
 #[derive(Deserialize)]
-struct Exec {
+pub(crate) struct Exec {
     command: String,
     #[serde(default)]
     args: Vec<String>,
@@ -99,11 +99,21 @@ struct ExecStatus {
 /// The first token line of `path`.
 fn first_line(path: &Path, what: &str) -> Result<String, String> {
     let text = read_config_text(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    first_token(&text)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{what} {} holds no token", path.display()))
+}
+
+/// The first line of `text` that is neither blank nor a `#` comment, trimmed.
+pub(crate) fn first_token(text: &str) -> Option<&str> {
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{what} {} holds no token", path.display()))
+}
+
+/// Whether an `Authorization: Bearer` header can carry `token`: visible ASCII.
+pub(crate) fn header_safe(token: &str) -> bool {
+    token.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The kubeconfig to read: `--kubeconfig`, else `KUBECONFIG`'s first existing
@@ -122,7 +132,7 @@ fn kubeconfig_path(given: Option<&Path>) -> Option<PathBuf> {
 /// A token as an Authorization header can carry it: visible ASCII.
 fn usable(token: Token) -> Result<Token, String> {
     register_secret(&token.value);
-    if token.value.bytes().all(|b| b.is_ascii_graphic()) {
+    if header_safe(&token.value) {
         Ok(token)
     } else {
         Err(format!(
@@ -176,13 +186,50 @@ pub(crate) fn kubeconfig_named(kubeconfig: Option<&Path>, context: Option<&str>)
 }
 
 async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<Token>, String> {
-    let shown = path.display();
+    let shown = path.display().to_string();
     let bytes = read_regular(path, crate::util::fs::CONFIG_LIMIT)
         .map_err(|e| format!("kubeconfig {shown}: {e}"))?;
-    let config: KubeConfig = serde_yaml_ng::from_slice(&bytes)
-        .map_err(|e| format!("kubeconfig {shown} is not a kubeconfig: {e}"))?;
+    let Some(chosen) = choose(&bytes, context, &shown)? else {
+        return Ok(None);
+    };
     // Relative paths in a kubeconfig are relative to its directory.
     let dir = path.parent().unwrap_or(Path::new("."));
+    let from = format!(
+        "kubeconfig {shown}, context {}, user {}",
+        chosen.context, chosen.user
+    );
+    let value = match chosen.how {
+        How::Token(token) => token,
+        How::TokenFile(file) => first_line(&dir.join(file), &format!("{from}: tokenFile"))?,
+        How::Exec(exec) => run_exec(&exec, dir, &from).await?,
+    };
+    Ok(Some(Token { from, value }))
+}
+
+/// The context and user a kubeconfig's token is for, and how it is got.
+pub(crate) struct Chosen {
+    pub context: String,
+    pub user: String,
+    pub how: How,
+}
+
+/// How the user's bearer token is got, in kubectl's order.
+pub(crate) enum How {
+    Token(String),
+    TokenFile(PathBuf),
+    Exec(Exec),
+}
+
+/// Picks the user of `context` (else the current context) in a kubeconfig's
+/// bytes (`shown` names it in errors). `None`: no context chosen, or a user with
+/// no bearer token (client certificates).
+pub(crate) fn choose(
+    bytes: &[u8],
+    context: Option<&str>,
+    shown: &str,
+) -> Result<Option<Chosen>, String> {
+    let config: KubeConfig = serde_yaml_ng::from_slice(bytes)
+        .map_err(|e| format!("kubeconfig {shown} is not a kubeconfig: {e}"))?;
     let Some(name) = context.map(str::to_owned).or(config.current_context) else {
         return Ok(None);
     };
@@ -196,22 +243,25 @@ async fn from_kubeconfig(path: &Path, context: Option<&str>) -> Result<Option<To
     };
     let user = config
         .users
-        .iter()
+        .into_iter()
         .find(|u| u.name == user_name)
-        .and_then(|u| u.value.as_ref())
+        .and_then(|u| u.value)
         .ok_or_else(|| format!("kubeconfig {shown}: context {name:?} names user {user_name:?}, which it does not define"))?;
-    let from = format!("kubeconfig {shown}, context {name}, user {user_name}");
-    let value = if let Some(token) = user.token.clone().filter(|t| !t.is_empty()) {
-        token
-    } else if let Some(file) = &user.token_file {
-        first_line(&dir.join(file), &format!("{from}: tokenFile"))?
-    } else if let Some(exec) = &user.exec {
-        run_exec(exec, dir, &from).await?
+    let how = if let Some(token) = user.token.filter(|t| !t.is_empty()) {
+        How::Token(token)
+    } else if let Some(file) = user.token_file {
+        How::TokenFile(file)
+    } else if let Some(exec) = user.exec {
+        How::Exec(exec)
     } else {
         // Client certificates and the like: no bearer token to send.
         return Ok(None);
     };
-    Ok(Some(Token { from, value }))
+    Ok(Some(Chosen {
+        context: name,
+        user: user_name,
+        how,
+    }))
 }
 
 /// Runs an exec credential plugin as kubectl does and reads its `status.token`.
