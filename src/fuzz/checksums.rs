@@ -23,24 +23,27 @@ pub fn checksums(data: &[u8]) {
     }
 }
 
-/// One line per pin: GNU's form with the binary marker (`<hex> *<key>`), escaped (a
-/// leading `\`) when the key holds a line break, or a backslash; the BSD form
-/// (`SHA256 (<key>) = <hex>`, no escapes) when it ends in whitespace, which a GNU
-/// line loses (a key with a line break never does).
+/// One line per pin: GNU's form with the binary marker (`<hex> *<key>`), escaped
+/// (a leading `\`) when the key holds a line break or a backslash; the BSD form
+/// (`SHA256 (<key>) = <hex>`, no escapes) when it ends in whitespace other than a
+/// line break, which a GNU line loses (the reader trims lines). Such a key never
+/// holds a newline, but may hold a CR (the fuzzer found one).
 fn write(pins: &Checksums) -> String {
     let mut out = String::new();
     for key in pins.keys() {
         let hex = hex::encode(pins.pinned(key).expect("a listed key"));
-        let escape = key.contains(['\n', '\r'])
-            || (key.contains('\\') && !key.ends_with(char::is_whitespace));
-        if escape {
+        if key.ends_with(|c: char| c.is_whitespace() && c != '\n' && c != '\r') {
+            assert!(
+                !key.contains('\n'),
+                "{key:?}: a newline and trailing whitespace"
+            );
+            out.push_str(&format!("SHA256 ({key}) = {hex}\n"));
+        } else if key.contains(['\n', '\r', '\\']) {
             let escaped = key
                 .replace('\\', "\\\\")
                 .replace('\n', "\\n")
                 .replace('\r', "\\r");
             out.push_str(&format!("\\{hex} *{escaped}\n"));
-        } else if key.ends_with(char::is_whitespace) {
-            out.push_str(&format!("SHA256 ({key}) = {hex}\n"));
         } else {
             out.push_str(&format!("{hex} *{key}\n"));
         }

@@ -3,13 +3,27 @@
 //! that it does not panic. Built with the `fuzzing` feature (the fuzz targets) and
 //! in tests, where the committed seed corpora replay through them.
 
+mod archive;
 mod checksums;
+mod hdfs;
+mod maven;
+mod oci;
 mod properties;
 mod ranges;
+mod retry_after;
+mod secrets;
+mod upload;
 
+pub use archive::archive;
 pub use checksums::checksums;
+pub use hdfs::{hadoop_conf, hadoop_token, hdfs_warning, kerberos_files};
+pub use maven::{maven_coord, maven_metadata, maven_version, pom};
+pub use oci::{oci_manifest, oci_reference, www_authenticate};
 pub use properties::properties;
 pub use ranges::{content_range, range};
+pub use retry_after::retry_after;
+pub use secrets::secret_files;
+pub use upload::upload;
 
 /// A fuzz entry point.
 #[cfg(test)]
@@ -18,10 +32,25 @@ type Target = fn(&[u8]);
 /// Every fuzz target by name, as `fuzz/fuzz_targets/<name>.rs` calls it.
 #[cfg(test)]
 const TARGETS: &[(&str, Target)] = &[
+    ("archive", archive),
     ("checksums", checksums),
     ("content_range", content_range),
+    ("hadoop_conf", hadoop_conf),
+    ("hadoop_token", hadoop_token),
+    ("hdfs_warning", hdfs_warning),
+    ("kerberos_files", kerberos_files),
+    ("maven_coord", maven_coord),
+    ("maven_metadata", maven_metadata),
+    ("maven_version", maven_version),
+    ("oci_manifest", oci_manifest),
+    ("oci_reference", oci_reference),
+    ("pom", pom),
     ("properties", properties),
     ("range", range),
+    ("retry_after", retry_after),
+    ("secret_files", secret_files),
+    ("upload", upload),
+    ("www_authenticate", www_authenticate),
 ];
 
 #[cfg(test)]
@@ -50,6 +79,64 @@ mod tests {
                     seed.display()
                 );
             }
+        }
+    }
+
+    /// `fuzz/Cargo.lock` is the root `Cargo.lock` plus libFuzzer's crates: every
+    /// crate both use is at the version that ships.
+    #[test]
+    fn the_fuzz_lock_file_pins_what_ships() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let packages = |file: &str| -> Vec<(String, String)> {
+            let text = std::fs::read_to_string(root.join(file)).unwrap();
+            text.split("[[package]]")
+                .skip(1)
+                .map(|block| {
+                    let field = |key: &str| {
+                        block
+                            .lines()
+                            .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
+                            .and_then(|v| v.strip_suffix('"'))
+                            .unwrap()
+                            .to_owned()
+                    };
+                    (field("name"), field("version"))
+                })
+                .collect()
+        };
+        let shipped = packages("Cargo.lock");
+        let fuzzed = packages("fuzz/Cargo.lock");
+        assert!(fuzzed.len() > 100);
+        for (name, version) in &fuzzed {
+            let versions: Vec<&String> = shipped
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v)
+                .collect();
+            assert!(
+                versions.is_empty() || versions.contains(&version),
+                "fuzz/Cargo.lock has {name} {version}, Cargo.lock {versions:?}"
+            );
+        }
+        let only_fuzzed: Vec<&str> = fuzzed
+            .iter()
+            .filter(|(n, _)| !shipped.iter().any(|(s, _)| s == n))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        for name in &only_fuzzed {
+            assert!(
+                [
+                    "arbitrary",
+                    "libfuzzer-sys",
+                    "spark-localizer-fuzz",
+                    "jobserver",
+                    "cc",
+                    "shlex",
+                    "find-msvc-tools"
+                ]
+                .contains(name),
+                "{name} is only in fuzz/Cargo.lock"
+            );
         }
     }
 
