@@ -139,6 +139,15 @@ nice -n 19 bash bench/fuzz.sh --quick --build-only </dev/null >"$fuzz_log" 2>&1 
 fuzz_pid=$!
 set +m
 trap 'kill -- "-${arm64_pid}" "-${fuzz_pid}" 2>/dev/null || true' EXIT
+# Waits for a background job (PID, its log, what it is); its log and a failure if it failed.
+await_background() {
+    echo "==> waiting for $3"
+    if ! wait "$1"; then
+        cat "$2" >&2
+        echo "$3 failed (log above, in $2)" >&2
+        exit 1
+    fi
+}
 echo "==> images/build-static.sh x86_64"
 SPARK_LOCALIZER_STATIC_BIN="$(bash images/build-static.sh x86_64 </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_STATIC_BIN
@@ -175,12 +184,7 @@ SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/mirror.sh --quick
 echo "==> bench/packages.sh --quick"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN}" bash bench/packages.sh --quick </dev/null
 
-echo "==> waiting for images/build-static.sh aarch64"
-if ! wait "$arm64_pid"; then
-    cat "$arm64_log" >&2
-    echo "images/build-static.sh aarch64 failed (log above, in ${arm64_log})" >&2
-    exit 1
-fi
+await_background "$arm64_pid" "$arm64_log" "images/build-static.sh aarch64"
 grep -E '^( +built in|ok: )' "$arm64_log" || true
 SPARK_LOCALIZER_STATIC_BIN_ARM64="$(tail -n 1 "$arm64_log")"
 export SPARK_LOCALIZER_STATIC_BIN_ARM64
@@ -191,12 +195,7 @@ cargo test --test it -- arm64:: image:: </dev/null
 echo "==> bench/peers.sh --quick with the arm64 binary under qemu (smoke)"
 SPARK_LOCALIZER_BIN="${SPARK_LOCALIZER_STATIC_BIN_ARM64}" ONLY="W1 W2" bash bench/peers.sh --quick </dev/null
 
-echo "==> waiting for bench/fuzz.sh --quick --build-only"
-if ! wait "$fuzz_pid"; then
-    cat "$fuzz_log" >&2
-    echo "bench/fuzz.sh --quick --build-only failed (log above, in ${fuzz_log})" >&2
-    exit 1
-fi
+await_background "$fuzz_pid" "$fuzz_log" "bench/fuzz.sh --quick --build-only"
 grep -E '^ +built in' "$fuzz_log" || true
 echo "==> bench/fuzz.sh --quick --no-build (every fuzz target for a few seconds)"
 SECONDS_PER_TARGET=3 JOBS=2 bash bench/fuzz.sh --quick --no-build </dev/null

@@ -106,27 +106,7 @@ pub fn maven_version(data: &[u8]) {
         return;
     };
     assert!(!ranges.is_empty(), "{spec:?}");
-    let satisfies = |v: &str| {
-        ranges.iter().any(|r| {
-            let above = r
-                .lower
-                .as_ref()
-                .is_none_or(|(l, inclusive)| match maven_cmp(v, l) {
-                    Ordering::Greater => true,
-                    Ordering::Equal => *inclusive,
-                    Ordering::Less => false,
-                });
-            let below = r
-                .upper
-                .as_ref()
-                .is_none_or(|(u, inclusive)| match maven_cmp(v, u) {
-                    Ordering::Less => true,
-                    Ordering::Equal => *inclusive,
-                    Ordering::Greater => false,
-                });
-            above && below
-        })
-    };
+    let satisfies = |v: &str| ranges.iter().any(|r| r.contains(v));
     match requirement.pick(&versions) {
         Some(picked) => {
             assert!(satisfies(picked), "{spec:?} picked {picked:?}");

@@ -8,6 +8,10 @@
 //!   release (`""`, `ga`, `final`, `release`) < `sp` < other words; trailing zero
 //!   parts ignored (`1.0` = `1`).
 //!
+//! Both are checked pair by pair against the real ones (Debian's Maven 3.8
+//! `ComparableVersion`, pyspark's Ivy 2.5.1) by a unit test, including their
+//! quirks: neither order is transitive on every input.
+//!
 //! Ranges are Maven's: `[1.0,2.0)`, `[1.5,)`, `(,1.0]`, `[1.2]`, unions separated
 //! by commas between sets; a plain version is a "soft" requirement, not a range.
 
@@ -29,10 +33,17 @@ pub(crate) fn ivy_cmp(a: &str, b: &str) -> Ordering {
             spaced.push(c);
             prev = Some(c);
         }
-        spaced
+        // As Java's String.split: trailing empty parts dropped (`1.0.` = `1.0`).
+        let mut parts: Vec<String> = spaced
             .split(['.', '_', '-', '+'])
             .map(str::to_owned)
-            .collect()
+            .collect();
+        if parts.len() > 1 {
+            while parts.last().is_some_and(String::is_empty) {
+                parts.pop();
+            }
+        }
+        parts
     };
     let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let special = |s: &str| match s.to_ascii_lowercase().as_str() {
@@ -104,7 +115,8 @@ fn parse_maven(version: &str) -> Vec<Item> {
     let mut token = String::new();
     let mut digits = false;
     let push = |stack: &mut Vec<Vec<Item>>, token: &mut String, digits: bool| {
-        let item = if digits {
+        // Nothing before a separator is a zero (`.1` = `0.1`), as in Maven.
+        let item = if digits || token.is_empty() {
             Item::Int(token.trim_start_matches('0').to_owned())
         } else {
             Item::Str(canonical_qualifier(token))
@@ -128,6 +140,9 @@ fn parse_maven(version: &str) -> Vec<Item> {
                     if is_digit && token.len() == 1 {
                         token = canonical_short(&token);
                     }
+                    if !digits {
+                        dotted_qualifier(&mut stack);
+                    }
                     push(&mut stack, &mut token, digits);
                     stack.push(Vec::new());
                 }
@@ -137,6 +152,9 @@ fn parse_maven(version: &str) -> Vec<Item> {
         }
     }
     if !token.is_empty() || stack.len() > 1 {
+        if !token.is_empty() && !digits {
+            dotted_qualifier(&mut stack);
+        }
         push(&mut stack, &mut token, digits);
     }
     while stack.len() > 1 {
@@ -144,6 +162,15 @@ fn parse_maven(version: &str) -> Vec<Item> {
         stack.last_mut().expect("stack").push(Item::List(list));
     }
     normalize(stack.pop().expect("stack"))
+}
+
+/// Maven 3.8 reads `.X` as `-X` for a qualifier X that ends at a digit or at the
+/// end (`1.0.RC1` = `1.0-RC1` = `1-rc-1`, `1.0.x` = `1-x`; not `1.0.RC.1`): a
+/// qualifier after a `.`, in a list that already holds items, opens a sublist.
+fn dotted_qualifier(stack: &mut Vec<Vec<Item>>) {
+    if stack.last().is_some_and(|list| !list.is_empty()) {
+        stack.push(Vec::new());
+    }
 }
 
 /// Drops "null" items (0, "", "final", "ga", "release") from the end, looking
@@ -207,7 +234,7 @@ fn cmp_items(a: Option<&Item>, b: Option<&Item>) -> Ordering {
         (Some(x), None) => cmp_items(None, Some(x)).reverse(),
         (None, Some(y)) => match y {
             // Compared with nothing: a number is more unless zero; a qualifier
-            // less unless it ranks after a release; a list by its first item.
+            // less unless it ranks after a release; a list by its items.
             Item::Int(n) => {
                 if n.is_empty() {
                     Ordering::Equal
@@ -216,10 +243,13 @@ fn cmp_items(a: Option<&Item>, b: Option<&Item>) -> Ordering {
                 }
             }
             Item::Str(s) => qualifier_rank("").cmp(&qualifier_rank(s)),
-            Item::List(l) => match l.first() {
-                None => Ordering::Equal,
-                Some(first) => cmp_items(None, Some(first)),
-            },
+            // The whole list, not only its first item (Maven 3.8, MNG-6964:
+            // `1-0.1` > `1`).
+            Item::List(l) => l
+                .iter()
+                .map(|item| cmp_items(None, Some(item)))
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal),
         },
         (Some(x), Some(y)) => match (x, y) {
             (Item::Int(p), Item::Int(q)) => cmp_digits(p, q),
@@ -260,7 +290,8 @@ pub(crate) struct Range {
 }
 
 impl Range {
-    fn contains(&self, v: &str) -> bool {
+    /// Whether `v` lies in the range (Maven's order).
+    pub(crate) fn contains(&self, v: &str) -> bool {
         let above = match &self.lower {
             None => true,
             Some((l, inclusive)) => match maven_cmp(v, l) {
@@ -355,6 +386,242 @@ impl Requirement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Versions as repositories and fuzzing give them: qualifiers of every kind,
+    /// separators, leading zeros, case, and the cases the fuzz target found.
+    const VERSIONS: &[&str] = &[
+        "1",
+        "1.0",
+        "1.0.0",
+        "1.0.1",
+        "1.1",
+        "1.10",
+        "1.9",
+        "01",
+        "1.01",
+        "2.0",
+        "10",
+        "1-alpha",
+        "1.0-alpha",
+        "1.0-alpha-1",
+        "1.0-a1",
+        "1.0-beta",
+        "1.0-b2",
+        "1.0-milestone",
+        "1.0-m3",
+        "1.0-rc1",
+        "1.0-RC1",
+        "1.0.RC1",
+        "1.0-cr2",
+        "1.0-SNAPSHOT",
+        "1.0-snapshot",
+        "1.0-ga",
+        "1.0-final",
+        "1.0.Final",
+        "1.0-release",
+        "1.0-sp1",
+        "1.0-dev",
+        "1.0-foo",
+        "1.0-foo-1",
+        "1.0_1",
+        "1.0+build",
+        "1.0-20240102.030405-7",
+        "3.5.3",
+        "3.5.03",
+        "3.5.3-SNAPSHOT",
+        "0-a0",
+        "",
+        "v1.0",
+        "1.0.0.0.0",
+        "1-1",
+        "1.0-1",
+        "2.12.10",
+        "2.12.9",
+        "1.0-jre",
+        "33.0.0-jre",
+        "33.0.0-android",
+        "1.0a",
+        "1.0A",
+        "a",
+        "final",
+        "dev",
+        "1.0.0.X1",
+        "1.0.0-X2",
+        "1.0.RC.1",
+        "1.0.x",
+        "1.0-x",
+        "1.0.sp1",
+        "1.0.a1",
+        "1.x.2",
+        "1..0",
+        "1.0.",
+        "-1",
+        "1.0--1",
+        "1.0-.1",
+        "1.2.3-4.5",
+        "2.0.0-M1",
+        "2.0.0.M1",
+        "1.0.0-alpha.beta",
+        "1.0.0-0.3.7",
+        "1.0.0-x.7.z.92",
+        "1.0.0+20130313144700",
+        "1.2.3.4.5.6.7.8.9.10",
+        "0",
+        "0.0",
+        "0.0.1",
+        "00",
+        "1.0-0",
+        "1-0.1",
+        "1.0-ga-1",
+        "1.0.final.1",
+        "1.0-b",
+        "1.0-b-1",
+        "1.0-rc-1-SNAPSHOT",
+        "1.0.0.Final-redhat-1",
+        ".1",
+        ".a",
+        "1-.a",
+        "1.-1",
+    ];
+
+    /// `VERSIONS`, and the lines of the file `SPARK_LOCALIZER_TEST_VERSIONS` names
+    /// when set (to check more, e.g. lines of the fuzz target's working corpus).
+    fn versions() -> Vec<String> {
+        let mut out: Vec<String> = VERSIONS.iter().map(|v| (*v).to_owned()).collect();
+        if let Some(file) = std::env::var_os("SPARK_LOCALIZER_TEST_VERSIONS") {
+            let text = std::fs::read_to_string(file).unwrap();
+            out.extend(text.lines().map(str::to_owned));
+        }
+        out
+    }
+
+    /// The reference orders: Maven's `ComparableVersion` (Debian's maven-artifact,
+    /// 3.8) and Ivy's `LatestRevisionStrategy` (pyspark's ivy jar, what Spark's
+    /// `--packages` runs), as a sign matrix over `VERSIONS`; `None` (skipped) when
+    /// a jar or the JDK is missing outside CI.
+    fn reference_orders() -> Option<Vec<(String, String)>> {
+        let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
+        let maven = std::path::Path::new("/usr/share/maven/lib/maven-artifact-3.x.jar");
+        let ivy = std::env::var_os("SPARK_LOCALIZER_TEST_SPARK_HOME").and_then(|home| {
+            std::fs::read_dir(std::path::Path::new(&home).join("jars"))
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("ivy-"))
+                })
+        });
+        let javac = std::process::Command::new("javac")
+            .arg("-version")
+            .output()
+            .is_ok();
+        let (Some(ivy), true, true) = (ivy, maven.is_file(), javac) else {
+            assert!(!ci, "the reference orders need Debian's maven, pyspark's ivy jar (SPARK_LOCALIZER_TEST_SPARK_HOME) and a JDK");
+            eprintln!("SKIP: no maven-artifact jar, ivy jar or JDK");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Orders.java"),
+            r#"import java.io.*; import java.util.*;
+import org.apache.maven.artifact.versioning.ComparableVersion;
+import org.apache.ivy.plugins.latest.*;
+public class Orders {
+  static ArtifactInfo info(final String r) { return new ArtifactInfo() {
+    public String getRevision() { return r; } public long getLastModified() { return 0; } }; }
+  static char sign(int c) { return c < 0 ? '<' : c > 0 ? '>' : '='; }
+  public static void main(String[] args) throws Exception {
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, "UTF-8"));
+    List<String> vs = new ArrayList<>(); String line;
+    while ((line = in.readLine()) != null) vs.add(line);
+    Comparator<ArtifactInfo> ivy = new LatestRevisionStrategy().getComparator();
+    for (String x : vs) {
+      StringBuilder m = new StringBuilder(), i = new StringBuilder();
+      for (String y : vs) {
+        m.append(sign(new ComparableVersion(x).compareTo(new ComparableVersion(y))));
+        i.append(sign(ivy.compare(info(x), info(y))));
+      }
+      System.out.println(m + " " + i);
+    }
+  }
+}
+"#,
+        )
+        .unwrap();
+        let classpath = format!("{}:{}", maven.display(), ivy.display());
+        let built = std::process::Command::new("javac")
+            .args(["-nowarn", "-cp", &classpath, "-d"])
+            .arg(dir.path())
+            .arg(dir.path().join("Orders.java"))
+            .status()
+            .unwrap();
+        assert!(built.success());
+        let mut java = std::process::Command::new("java")
+            .args([
+                "-cp",
+                &format!("{classpath}:{}", dir.path().display()),
+                "Orders",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let mut stdin = java.stdin.take().unwrap();
+        stdin
+            .write_all((versions().join("\n") + "\n").as_bytes())
+            .unwrap();
+        drop(stdin);
+        let out = java.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        // (Ivy prints a line of its own when it loads its settings.)
+        let rows: Vec<(String, String)> = text
+            .lines()
+            .filter(|l| !l.is_empty() && l.chars().all(|c| "<=> ".contains(c)))
+            .map(|l| {
+                let (m, i) = l.split_once(' ').unwrap();
+                (m.to_owned(), i.to_owned())
+            })
+            .collect();
+        assert_eq!(rows.len(), versions().len());
+        Some(rows)
+    }
+
+    /// Both orders, every pair of `VERSIONS`, against the real implementations.
+    #[test]
+    fn both_orders_agree_with_maven_and_ivy() {
+        let Some(rows) = reference_orders() else {
+            return;
+        };
+        let sign = |o: Ordering| match o {
+            Ordering::Less => '<',
+            Ordering::Equal => '=',
+            Ordering::Greater => '>',
+        };
+        let mut wrong = Vec::new();
+        let versions = versions();
+        for (x, (maven, ivy)) in versions.iter().zip(&rows) {
+            for ((y, m), i) in versions.iter().zip(maven.chars()).zip(ivy.chars()) {
+                let ours = sign(maven_cmp(x, y));
+                if ours != m {
+                    wrong.push(format!("maven {x:?} {ours} {y:?}, Maven says {m}"));
+                }
+                let ours = sign(ivy_cmp(x, y));
+                if ours != i {
+                    wrong.push(format!("ivy {x:?} {ours} {y:?}, Ivy says {i}"));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} of {} pairs differ:\n{}",
+            wrong.len(),
+            2 * versions.len().pow(2),
+            wrong.join("\n")
+        );
+    }
 
     #[test]
     fn ivy_orders_as_latest_revision_does() {
