@@ -385,6 +385,21 @@ fn destination_dirs(
             });
         }
     }
+    // Its jars go on the classpath by path: refused here, before any resolution
+    // or traffic (`--packages` included).
+    let classpath_safe = jars_dir
+        .value
+        .to_str()
+        .is_some_and(|dir| !dir.contains(':') && !dir.chars().any(char::is_control));
+    if !classpath_safe {
+        problems.push(ConfigError::Invalid {
+            what: jars_dir.origin.to_string(),
+            reason: format!(
+                "{} holds ':', a control character or bytes that are not UTF-8, which the classpath cannot hold; choose another directory",
+                jars_dir.value.display().to_string().escape_debug()
+            ),
+        });
+    }
     (jars_dir, files_dir)
 }
 

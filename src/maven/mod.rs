@@ -63,8 +63,9 @@ pub(crate) enum Mode {
 pub(crate) enum MavenError {
     /// No repository has a file (every repository's answer is given).
     #[error(
-        "cannot find {what} (required by {}); tried: {misses}",
-        resolve::shown_path(path)
+        "cannot find {what} (required by {}){}",
+        resolve::shown_path(path),
+        misses.tried()
     )]
     NotFound {
         what: String,

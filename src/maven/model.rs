@@ -373,6 +373,14 @@ pub(crate) fn interpolate(
                     stack.push(name.to_owned());
                     out.push_str(&expand(v, props, stack, at, budget)?);
                     stack.pop();
+                    // Checked after each substitution too: two names of a 60 KiB
+                    // value are 120 KiB (QA found that way past the limit).
+                    if out.len() > 64 << 10 {
+                        return Err(MavenError::Malformed(format!(
+                            "{}: a value naming ${{{name}}} expands to more than 64 KiB",
+                            coord_text(at)
+                        )));
+                    }
                 }
                 None => out.push_str(&rest[start..start + 3 + len]),
             }

@@ -91,6 +91,18 @@ pub(crate) struct Found {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Misses(pub Vec<String>);
 
+impl Misses {
+    /// `; tried: <each repository's answer>`, or nothing when no file was
+    /// missing (the metadata was found, but no version in it fits).
+    pub(crate) fn tried(&self) -> String {
+        if self.0.is_empty() {
+            String::new()
+        } else {
+            format!("; tried: {self}")
+        }
+    }
+}
+
 impl std::fmt::Display for Misses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0.join("; "))

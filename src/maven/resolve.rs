@@ -464,7 +464,7 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
         }
         return Ok(v);
     }
-    let available = available_versions(models, &p.group, &p.artifact).await?;
+    let (available, misses) = available_versions(models, &p.group, &p.artifact).await?;
     parsed
         .pick(&available)
         .cloned()
@@ -480,17 +480,17 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
                 }
             ),
             path: p.path.clone(),
-            misses: Default::default(),
+            misses: misses.clone(),
         })
 }
 
 /// Every version `maven-metadata.xml` lists for `group:artifact`, in the first
-/// repository that has it.
+/// repository that has it; none, and what each repository answered, when none has.
 async fn available_versions(
     models: &Models<'_>,
     group: &str,
     artifact: &str,
-) -> Result<Vec<String>, MavenError> {
+) -> Result<(Vec<String>, super::repo::Misses), MavenError> {
     let path = format!("{}/{artifact}/maven-metadata.xml", group.replace('.', "/"));
     let found = match models
         .repos
@@ -498,10 +498,11 @@ async fn available_versions(
         .await?
     {
         Ok(found) => found,
-        Err(_) => return Ok(Vec::new()),
+        Err(misses) => return Ok((Vec::new(), misses)),
     };
-    super::metadata::versions(&found.bytes)
-        .map_err(|why| MavenError::Malformed(format!("{path}: {why}")))
+    let versions = super::metadata::versions(&found.bytes)
+        .map_err(|why| MavenError::Malformed(format!("{path}: {why}")))?;
+    Ok((versions, Default::default()))
 }
 
 /// The model of `g:a:v`, following relocations (a few hops). Ivy (`spark`)

@@ -407,6 +407,31 @@ async fn versions_from_repositories_are_never_paths() {
     in_repo(&mem);
 }
 
+/// A range whose module no repository has metadata for names what each
+/// repository answered (QA found an empty "tried:" list); one that the metadata
+/// cannot satisfy lists the versions, and no "tried:".
+#[tokio::test]
+async fn an_unsatisfied_range_says_what_was_tried() {
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:nope:[1,2)"]));
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("(available: none)") && e.ends_with("tried: http://repo.test/m2/: not found"),
+        "{e}"
+    );
+    let mut m = Mem::default();
+    m.pom("g:a:1", &deps(&["g:r:[5,6)"]));
+    m.put(
+        "g/r/maven-metadata.xml",
+        b"<metadata><versioning><versions><version>1</version></versions></versioning></metadata>",
+        false,
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(!e.contains("tried"), "{e}");
+}
+
 /// Properties that name each other many times over take a bounded number of
 /// substitutions, even when they expand to nothing (time exponential in the
 /// nesting otherwise: 40^5 here).
@@ -427,6 +452,22 @@ async fn interpolation_takes_bounded_work() {
     let e = r.unwrap_err().to_string();
     assert!(e.contains("more than 4096 substitutions"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Two names of a 60 KiB value in one: past the limit too.
+    let mut m = Mem::default();
+    m.pom(
+        "g:a:1",
+        &format!(
+            "<properties><p0>{}</p0></properties><dependencies><dependency><groupId>g</groupId><artifactId>b</artifactId><version>${{p0}}${{p0}}</version></dependency></dependencies>",
+            "x".repeat(60_000)
+        ),
+    );
+    let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("expands to more than 64 KiB") && e.len() < 1000,
+        "{}",
+        &e[..e.len().min(300)]
+    );
 }
 
 #[tokio::test]

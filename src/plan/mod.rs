@@ -361,22 +361,6 @@ fn check_destinations<'a>(
         seen.entry(real).or_insert(a);
         names.entry((real_dir, &a.name)).or_insert(a);
     }
-    let jars_dir = &settings.jars_dir;
-    let fills_classpath = artifacts
-        .iter()
-        .any(|a| a.kind == Kind::Jar && matches!(a.target, Target::Fetch { .. }));
-    if fills_classpath
-        && jars_dir
-            .value
-            .to_str()
-            .is_none_or(|dir| dir.contains(':') || dir.chars().any(char::is_control))
-    {
-        problems.push(format!(
-            "invalid {}: {} holds ':', a control character or bytes that are not UTF-8, which the classpath cannot hold; choose another directory",
-            jars_dir.origin,
-            jars_dir.value.display().to_string().escape_debug()
-        ));
-    }
     reserved
 }
 

@@ -667,23 +667,28 @@ fn a_name_is_taken_once_per_directory_with_staging_bundles() {
     assert_eq!(problems, Vec::<String>::new());
 }
 
+/// A `--jars-dir` the classpath cannot hold is a configuration error, found
+/// before anything is resolved or fetched (`--packages` too: QA found it only
+/// after resolving), whatever goes into it.
 #[test]
 fn the_jars_dir_must_fit_on_the_classpath() {
     let root = tempfile::tempdir().unwrap();
     for dir in ["--jars-dir=ROOT/a:b", "--jars-dir=ROOT/a\nb"] {
-        let problems = problems_of(
-            root.path(),
-            &[dir, "--files-dir=ROOT/f", "--jars=https://h/a.jar"],
-        );
-        assert!(
-            problems.len() == 1 && problems[0].contains("which the classpath cannot hold"),
-            "{dir}: {problems:?}"
-        );
-        // Without jars to fetch into it, it is not on the classpath.
-        let problems = problems_of(
-            root.path(),
-            &[dir, "--files-dir=ROOT/f", "--files=https://h/a.jar"],
-        );
-        assert_eq!(problems, Vec::<String>::new());
+        for what in [
+            "--jars=https://h/a.jar",
+            "--files=https://h/a.jar",
+            "--packages=g:a:1",
+        ] {
+            let line: Vec<OsString> = ["spark-localizer", "fetch", dir, "--files-dir=ROOT/f", what]
+                .iter()
+                .map(|a| a.replace("ROOT", &root.path().display().to_string()).into())
+                .collect();
+            let (_, problems) = resolve(line);
+            let shown = problems.to_string();
+            assert!(
+                shown.contains("which the classpath cannot hold"),
+                "{dir} {what}: {shown}"
+            );
+        }
     }
 }

@@ -19,16 +19,23 @@ fn principal(components: &[String], realm: &str) -> String {
     format!("{}@{realm}", components.join("/"))
 }
 
-/// Whether the parts read make a principal one can name: no empty part, no
-/// control character, a realm without `@` or `/` (the fuzzer found caches whose
-/// "principal" was `@REALM` or held NULs).
+/// Whether the parts read make a principal one can name unambiguously: no empty
+/// part, no control character, no `@`, `/` or `\` inside a part (MIT would
+/// have to escape them; written plainly, `sp@rk/h/x@REALM` is another principal).
+/// The fuzzer found caches whose "principal" was `@REALM` or held NULs, QA one
+/// with `@` inside a name.
 fn nameable(components: &[String], realm: &str) -> bool {
-    let clean = |s: &String| !s.is_empty() && !s.chars().any(char::is_control);
-    !components.is_empty()
-        && components.iter().all(clean)
-        && clean(&realm.to_owned())
-        && !realm.contains(['@', '/'])
+    let clean = |s: &str| {
+        !s.is_empty()
+            && !s
+                .chars()
+                .any(|c| c.is_control() || matches!(c, '@' | '/' | '\\'))
+    };
+    !components.is_empty() && components.iter().all(|c| clean(c)) && clean(realm)
 }
+
+/// A ticket cache's default principal [`nameable`] refuses.
+const UNUSABLE: &str = "a default principal with an empty part, a control character, or '@', '/' or '\\' inside a part";
 
 /// The principals a keytab holds, in file order without repeats (the first is
 /// what `kinit -k` and GSSAPI use when none is named).
@@ -72,7 +79,7 @@ pub(crate) fn keytab_principals(data: &[u8]) -> Result<Vec<String>, String> {
         e.take(key_len)?;
         if !nameable(&components, &realm) {
             return Err(format!(
-                "an entry with an empty or unprintable principal name at byte {}",
+                "an entry at byte {} whose principal has an empty part, a control character, or '@', '/' or '\\' inside a part",
                 r.at()
             ));
         }
@@ -117,8 +124,11 @@ pub(crate) fn ccache_principal(data: &[u8]) -> Result<String, String> {
         let len = r.u32()? as usize;
         components.push(r.text_of(len)?);
     }
-    if !nameable(&components, &realm) {
+    if components.is_empty() || realm.is_empty() {
         return Err("no default principal".to_owned());
+    }
+    if !nameable(&components, &realm) {
+        return Err(UNUSABLE.to_owned());
     }
     Ok(principal(&components, &realm))
 }
@@ -204,11 +214,16 @@ mod tests {
             .unwrap_err()
             .contains("truncated"));
         assert_eq!(keytab_principals(&[5, 2]).unwrap_err(), "holds no keys");
-        let mut empty_part = vec![5, 2];
-        empty_part.extend(test_entry("a//b@R"));
-        assert!(keytab_principals(&empty_part)
-            .unwrap_err()
-            .contains("empty or unprintable principal name"));
+        for bad in ["a//b@R", "sp@rk/h@R"] {
+            let mut keytab = vec![5, 2];
+            keytab.extend(test_entry(bad));
+            assert!(
+                keytab_principals(&keytab)
+                    .unwrap_err()
+                    .contains("whose principal has an empty part"),
+                "{bad}"
+            );
+        }
         assert!(keytab_principals(b"garbage")
             .unwrap_err()
             .contains("not a keytab"));
@@ -233,10 +248,13 @@ mod tests {
         // An empty name part (found by fuzzing: `@EX.COM` was a principal).
         let mut empty = cc[..cc.len() - 9].to_vec();
         empty.extend(0u32.to_be_bytes());
-        assert_eq!(
-            ccache_principal(&empty).unwrap_err(),
-            "no default principal"
-        );
+        assert_eq!(ccache_principal(&empty).unwrap_err(), UNUSABLE);
+        // A realm holding '@', a name holding a NUL or '@' (found by QA).
+        for (at, byte) in [(28, b'@'), (cc.len() - 1, 0), (cc.len() - 3, b'@')] {
+            let mut bad = cc.clone();
+            bad[at] = byte;
+            assert_eq!(ccache_principal(&bad).unwrap_err(), UNUSABLE, "{at}");
+        }
         assert!(ccache_principal(&[0xde, 0xad, 0xbe, 0xef])
             .unwrap_err()
             .contains("not a Kerberos ticket cache"));
