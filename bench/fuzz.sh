@@ -69,9 +69,10 @@ run_target() {
         echo "FINDING: ${target} (input in fuzz/artifacts/${target}/, log in ${log})" >&2
         return 1
     fi
-    stat() { sed -n "s/^stat::$1: *\([0-9]*\).*/\1/p" "$log" | tail -n 1; }
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
-    ft=$(grep -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    # (-a: libFuzzer's log may hold the bytes of an input.)
+    stat() { grep -a "^stat::$1:" "$log" | tail -n 1 | grep -o '[0-9]*$'; }
+    cov=$(grep -a -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    ft=$(grep -a -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
     printf '%-18s %8s %10s %10s %8s %8s %8s\n' "$target" "$seconds" "$(stat number_of_executed_units)" \
         "$(stat average_exec_per_sec)" "${cov:-?}" "${ft:-?}" "$(find "$work" -type f | wc -l)"
 }
