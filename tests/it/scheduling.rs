@@ -261,9 +261,12 @@ fn the_default_parallelism_grows_on_a_capped_origin_and_a_given_one_is_fixed() {
         .run()
         .expect_code(0);
     let with_fixed = peers(&server);
+    // At most 8 transfers at once. (Not at most 8 connections: one that finished
+    // may be replaced before it is back in the pool, which a loaded machine saw.)
+    let at_once = server.peak_in_flight();
     assert!(
-        with_fixed <= 8,
-        "--parallelism 8 used {with_fixed} connections"
+        (2..=8).contains(&at_once),
+        "--parallelism 8 ran {at_once} transfers at once"
     );
 
     let grown = Sandbox::new();

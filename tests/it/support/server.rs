@@ -102,6 +102,10 @@ struct State {
     log: Vec<Request>,
     /// Opened by `release()`; `Fault::Hold` waits for it.
     gate: tokio::sync::watch::Sender<bool>,
+    /// Requests between their head being read and their response written, now
+    /// and at most so far.
+    in_flight: usize,
+    peak_in_flight: usize,
 }
 
 /// The running server; stops (and drops every connection) on Drop.
@@ -120,6 +124,8 @@ impl FaultServer {
             gets: HashMap::new(),
             log: Vec::new(),
             gate: tokio::sync::watch::Sender::new(false),
+            in_flight: 0,
+            peak_in_flight: 0,
         }));
         let (stop, stopped) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -241,6 +247,32 @@ impl FaultServer {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The most requests served at once so far (from a request's head read to its
+    /// response written): a bound on the client's concurrent transfers that a
+    /// replaced connection does not inflate, as a count of connections would.
+    pub fn peak_in_flight(&self) -> usize {
+        self.state().peak_in_flight
+    }
+}
+
+/// Counts one request in flight until dropped.
+struct InFlight(Arc<Mutex<State>>);
+
+impl InFlight {
+    fn start(state: &Arc<Mutex<State>>) -> InFlight {
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        s.in_flight += 1;
+        s.peak_in_flight = s.peak_in_flight.max(s.in_flight);
+        InFlight(state.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.in_flight -= 1;
+    }
 }
 
 impl Drop for FaultServer {
@@ -279,6 +311,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             return;
         };
         req.peer = peer;
+        let in_flight = InFlight::start(&state);
         let close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -346,6 +379,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             return;
         }
         let _ = out.flush().await;
+        drop(in_flight);
         if req.method != "HEAD" && reply.status < 300 {
             match fault {
                 // Give the client time to read the prefix, then abort with an RST.
