@@ -177,33 +177,39 @@ fn plannable(settings: &mut Settings) -> bool {
 
 /// Resolves `request` over the HTTP client of the settings (trust roots,
 /// proxies, the request trail).
-pub(crate) async fn resolve_packages(
+pub(crate) fn resolve_packages(
     settings: &Settings,
     request: &crate::maven::Request,
-) -> Result<crate::maven::Resolution, crate::maven::MavenError> {
-    let http = maven_http(settings)?;
-    info!(
-        "resolving {} package(s) over {}",
-        request.packages.len(),
-        request
-            .repositories
-            .iter()
-            .map(crate::maven::repo::Repo::shown)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let transport = Arc::new(http);
-    let resolution = crate::maven::resolve(request, transport).await?;
-    info!(
-        "resolved {} jar(s) for --packages{}",
-        resolution.jars.len(),
-        if resolution.evicted.is_empty() {
-            String::new()
-        } else {
-            format!("; {} version(s) evicted", resolution.evicted.len())
-        }
-    );
-    Ok(resolution)
+) -> impl std::future::Future<Output = Result<crate::maven::Resolution, crate::maven::MavenError>>
+       + Send
+       + 'static {
+    let http = maven_http(settings);
+    let request = request.clone();
+    async move {
+        let http = http?;
+        info!(
+            "resolving {} package(s) over {}",
+            request.packages.len(),
+            request
+                .repositories
+                .iter()
+                .map(crate::maven::repo::Repo::shown)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let transport = Arc::new(http);
+        let resolution = crate::maven::resolve(&request, transport).await?;
+        info!(
+            "resolved {} jar(s) for --packages{}",
+            resolution.jars.len(),
+            if resolution.evicted.is_empty() {
+                String::new()
+            } else {
+                format!("; {} version(s) evicted", resolution.evicted.len())
+            }
+        );
+        Ok(resolution)
+    }
 }
 
 /// A run stopped before the transfers (the deadline, a signal): said, and

@@ -66,5 +66,8 @@ pub fn main() -> i32 {
             },
         }
     });
+    // A task stopped by the deadline or a signal may still hold a thread:
+    // the process exits without waiting for it.
+    runtime.shutdown_background();
     code.code()
 }

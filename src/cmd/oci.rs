@@ -88,7 +88,7 @@ pub(crate) async fn expand(
     let earlier = earlier_digests(&settings.report);
     let work = resolve_all(settings, &registry, &refs, &earlier);
     let (resolved, failures) =
-        super::deadline::within(settings, cancel, &named(&refs), work).await?;
+        super::deadline::within_here(settings, cancel, &named(&refs), work).await?;
     // Every reference was tried: each failure named, the most severe wins
     // (`check` shows them and goes on with the rest).
     if !keep_going {

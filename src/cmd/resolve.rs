@@ -35,14 +35,17 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     };
     // Resolution and the jars' downloads, within the deadline and until a signal.
     let cancel = crate::cmd::fetch::stop_on_signals();
-    let work = async {
-        let resolution = resolve_packages(&settings, &request).await?;
+    let resolving = resolve_packages(&settings, &request);
+    let http = maven_http(&settings);
+    let parallelism = settings.parallelism;
+    let work = async move {
+        let resolution = resolving.await?;
         for line in &resolution.tree {
             info!("{line}");
         }
         let repositories = resolution.repositories.clone();
-        let http = maven_http(&settings)?;
-        let locked = crate::maven::lock::lock(resolution, &http, settings.parallelism).await?;
+        let http = http?;
+        let locked = crate::maven::lock::lock(resolution, &http, parallelism).await?;
         Ok::<_, crate::maven::MavenError>((repositories, locked))
     };
     let (repositories, locked) =

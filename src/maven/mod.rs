@@ -12,6 +12,7 @@ pub(crate) mod lock;
 pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod pom;
+mod reach;
 pub(crate) mod repo;
 pub(crate) mod resolve;
 pub(crate) mod version;
@@ -190,20 +191,20 @@ pub(crate) async fn resolve(
     let with_jars: Vec<_> = graph
         .nodes
         .iter()
-        .filter_map(|n| n.jar.clone().map(|jar| (n, jar)))
-        .filter(|(_, jar)| jar.ext == "jar")
+        .filter_map(|n| n.jar.clone().map(|jar| (n.repo, n.path.clone(), jar)))
+        .filter(|(_, _, jar)| jar.ext == "jar")
         .collect();
     let repos_ref = &repos;
     let jars = futures_util::stream::iter(with_jars)
-        .map(|(node, jar)| async move {
-            let repo = &repos_ref.list[node.repo];
+        .map(|(at, required_by, jar)| async move {
+            let repo = &repos_ref.list[at];
             let path = repo::file_path(repos_ref, &jar).await?;
             Ok(Resolved {
-                sha1: repos_ref.sha1_of(node.repo, &path).await,
+                sha1: repos_ref.sha1_of(at, &path).await,
                 url: repo.url(&path),
                 repo: repo.shown(),
                 coord: jar,
-                path: node.path.clone(),
+                path: required_by,
             })
         })
         .buffered(16)

@@ -7,13 +7,14 @@
 //! evicted version needed goes with it) or as Maven does (`maven`: the nearest
 //! wins, the first at the same depth).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 
 use super::coord::{Coord, Exclusion, Key};
 use super::model::{Dep, Model, Models};
+use super::reach::{Allowed, Reach};
 use super::version::{ivy_cmp, Requirement};
 use super::{MavenError, Mode};
 
@@ -31,7 +32,10 @@ struct Pending {
     kind: String,
     classifier: Option<String>,
     scope: String,
+    /// The exclusions of the edge that asks for it (the dependency's own).
     exclusions: Vec<Exclusion>,
+    /// The visit that asks for it (none for a package asked for).
+    caller: Option<usize>,
     /// The management of every module on the path, root-most first (Ivy applies
     /// them as overrides: the root-most wins).
     overrides: Vec<Arc<Model>>,
@@ -117,8 +121,11 @@ async fn traverse(
     mode: Mode,
     winners: &HashMap<Key, String>,
 ) -> Result<Round, MavenError> {
+    // Spark puts its excludes (the user's and its own) on the module that asks
+    // for the packages: a package they match is not resolved at all.
     let mut level: Vec<Pending> = roots
         .iter()
+        .filter(|c| !excludes.iter().any(|e| e.matches(&c.group, &c.artifact)))
         .map(|c| Pending {
             group: c.group.clone(),
             artifact: c.artifact.clone(),
@@ -127,6 +134,7 @@ async fn traverse(
             classifier: c.classifier.clone(),
             scope: "compile".into(),
             exclusions: Vec::new(),
+            caller: None,
             overrides: Vec::new(),
             path: Vec::new(),
             parent: None,
@@ -136,7 +144,9 @@ async fn traverse(
         excludes,
         mode,
         graph: Graph::default(),
-        visited: HashMap::new(),
+        visits: Vec::new(),
+        by_key: HashMap::new(),
+        reach: Reach::default(),
     };
     let mut requested: HashMap<Key, Vec<String>> = HashMap::new();
     while !level.is_empty() {
@@ -152,21 +162,27 @@ async fn traverse(
         }
         let loaded = load_level(models, mode, &level, &asked, winners).await;
         let mut next = Vec::new();
-        for (p, version) in level.into_iter().zip(asked) {
+        for (n, (p, version)) in level.into_iter().zip(asked).enumerate() {
+            // A large level is walked in slices: the runtime's timers and
+            // signals are served in between.
+            if n % 256 == 255 {
+                tokio::task::yield_now().await;
+            }
             let key = (p.group.clone(), p.artifact.clone());
             let chosen = winners
                 .get(&key)
                 .cloned()
                 .unwrap_or_else(|| version.clone());
-            if let Some(visit) = walk.visited.get(&key) {
-                if visit.version != version {
-                    walk.evict(&p, &version, &visit.version.clone());
+            if let Some(&at) = walk.by_key.get(&key) {
+                let used = walk.visits[at].version.clone();
+                if used != version {
+                    walk.evict(&p, &version, &used);
                 } else {
-                    walk.credit(&key, &p);
+                    walk.credit(at, &p);
                 }
                 // Another artifact of the module (a classifier): its own jar.
-                walk.other_artifact(&key, &p);
-                walk.revisit(&key, &p, &mut next);
+                walk.other_artifact(at, &p);
+                walk.revisit(at, &p, &mut next);
                 continue;
             }
             if chosen != version {
@@ -190,28 +206,34 @@ async fn traverse(
     Ok(Round { graph, requested })
 }
 
-/// A module visited in a round: the version used, its model, its node, and the
-/// exclusions of every path that reached it.
+/// A module visited in a round: the version used, its model, its node, and
+/// which of its dependencies are followed.
 struct Visit {
     version: String,
     model: Arc<Model>,
+    /// Its node in the graph.
     id: usize,
     scope: String,
     overrides: Vec<Arc<Model>>,
-    contexts: Vec<Vec<Exclusion>>,
+    /// The key id of each dependency, and whether it was followed.
+    deps: Vec<(usize, bool)>,
     /// The jars of the module already in the graph (a classifier adds one).
     jars: Vec<Coord>,
+    /// The path recorded for the node (the first one).
+    path: Vec<String>,
     /// Whether the path recorded for the node asked for the version used (else
     /// the first path that does takes its place: the report's `required_by`).
     asked_winner: bool,
 }
 
-/// One round's walk over the graph.
+/// One round's walk over the graph. Visits are numbered as [`Reach`]'s nodes.
 struct Walk<'e> {
     excludes: &'e [Exclusion],
     mode: Mode,
     graph: Graph,
-    visited: HashMap<Key, Visit>,
+    visits: Vec<Visit>,
+    by_key: HashMap<Key, usize>,
+    reach: Reach,
 }
 
 impl Walk<'_> {
@@ -243,32 +265,59 @@ impl Walk<'_> {
             path: p.path.clone(),
             parent: p.parent,
         });
-        let mut overrides = p.overrides.clone();
+        let at = self.reach.add_node(p.caller.is_none());
+        debug_assert_eq!(at, self.visits.len());
+        let mut allowed = match p.caller {
+            Some(caller) => self.reach.link(caller, at, &p.exclusions),
+            None => Vec::new(),
+        };
+        let mut deps = Vec::with_capacity(model.dependencies.len());
+        for dep in &model.dependencies {
+            let (k, more) = self.reach.key(&(dep.group.clone(), dep.artifact.clone()));
+            allowed.extend(more);
+            deps.push((k, false));
+        }
+        let mut overrides = p.overrides;
         overrides.push(model.clone());
-        let visit = Visit {
+        self.visits.push(Visit {
             version,
+            jars: self.graph.nodes[id].jar.iter().cloned().collect(),
             model,
             id,
-            scope: p.scope.clone(),
+            scope: p.scope,
             overrides,
-            contexts: vec![p.exclusions.clone()],
-            jars: self.graph.nodes[id].jar.iter().cloned().collect(),
+            deps,
+            path: p.path,
             asked_winner,
-        };
-        for dep in &visit.model.dependencies {
-            if let Some(child) = self.child(&visit, dep, &p.exclusions, &p.path) {
-                next.push(child);
+        });
+        self.by_key.insert(key, at);
+        allowed.push((at, usize::MAX));
+        self.follow(allowed, next);
+    }
+
+    /// The dependencies of the visits in `allowed` that their keys now allow,
+    /// queued: visits in order, each one's dependencies in the POM's order.
+    fn follow(&mut self, allowed: Allowed, next: &mut Vec<Pending>) {
+        let touched: BTreeSet<usize> = allowed.into_iter().map(|(n, _)| n).collect();
+        for at in touched {
+            for d in 0..self.visits[at].deps.len() {
+                let (k, followed) = self.visits[at].deps[d];
+                if followed || !self.reach.allows(at, k) {
+                    continue;
+                }
+                self.visits[at].deps[d].1 = true;
+                let visit = &self.visits[at];
+                if let Some(child) = self.child(at, visit, &visit.model.dependencies[d]) {
+                    next.push(child);
+                }
             }
         }
-        self.visited.insert(key, visit);
     }
 
     /// A path that asked for the very version used is the one to name as the
     /// module's requester, when the first path asked for another.
-    fn credit(&mut self, key: &Key, p: &Pending) {
-        let Some(visit) = self.visited.get_mut(key) else {
-            return;
-        };
+    fn credit(&mut self, at: usize, p: &Pending) {
+        let visit = &mut self.visits[at];
         if visit.asked_winner {
             return;
         }
@@ -280,10 +329,8 @@ impl Walk<'_> {
 
     /// A visited module asked for with another classifier or type: that jar
     /// joins the graph too (Maven and Ivy both give `lib` and `lib:natives`).
-    fn other_artifact(&mut self, key: &Key, p: &Pending) {
-        let Some(visit) = self.visited.get_mut(key) else {
-            return;
-        };
+    fn other_artifact(&mut self, at: usize, p: &Pending) {
+        let visit = &mut self.visits[at];
         let Some(jar) = jar_of(&visit.model, p) else {
             return;
         };
@@ -301,46 +348,22 @@ impl Walk<'_> {
         });
     }
 
-    /// Another path to a visited module: as Ivy does (`spark`), a dependency
-    /// is left out only when every path to the module excludes it, so a path
-    /// that excludes less than every earlier one carries its dependencies on
-    /// (the ones already visited see the same question one level down). Maven
-    /// keeps the nearest path's exclusions.
-    fn revisit(&mut self, key: &Key, p: &Pending, next: &mut Vec<Pending>) {
-        if self.mode != Mode::Spark {
-            return;
-        }
-        let Some(visit) = self.visited.get(key) else {
-            return;
+    /// Another path to a visited module: its edge joins the graph, so what it
+    /// does not exclude is followed below the module ([`Reach`]): Ivy asks
+    /// whether every caller excludes a dependency; Maven builds every path and
+    /// keeps the nearest node that no exclusion on its own path removed, so a
+    /// dependency one path excludes comes in through another too.
+    fn revisit(&mut self, at: usize, p: &Pending, next: &mut Vec<Pending>) {
+        let allowed = match p.caller {
+            Some(caller) => self.reach.link(caller, at, &p.exclusions),
+            None => self.reach.make_root(at),
         };
-        let covered = visit
-            .contexts
-            .iter()
-            .any(|old| old.iter().all(|e| p.exclusions.contains(e)));
-        if covered {
-            return;
-        }
-        let children: Vec<Pending> = visit
-            .model
-            .dependencies
-            .iter()
-            .filter_map(|dep| self.child(visit, dep, &p.exclusions, &p.path))
-            .collect();
-        next.extend(children);
-        if let Some(visit) = self.visited.get_mut(key) {
-            visit.contexts.push(p.exclusions.clone());
-        }
+        self.follow(allowed, next);
     }
 
-    /// Dependency `dep` of a visited module reached with `exclusions` along
-    /// `path`, if it is to be followed.
-    fn child(
-        &self,
-        visit: &Visit,
-        dep: &Dep,
-        exclusions: &[Exclusion],
-        path: &[String],
-    ) -> Option<Pending> {
+    /// Dependency `dep` of visit `at`, if it is to be followed (its key is
+    /// allowed there: checked by the caller).
+    fn child(&self, at: usize, visit: &Visit, dep: &Dep) -> Option<Pending> {
         let scope = transitive_scope(&visit.scope, dep)?;
         // Ivy applies a dependency's exclusions to the dependency itself too
         // (`<exclusion>g:*` on a dependency of group g drops it); Maven does not.
@@ -351,9 +374,6 @@ impl Walk<'_> {
                 .any(|e| e.matches(&dep.group, &dep.artifact));
         let excluded = excludes_itself
             || dep.optional
-            || exclusions
-                .iter()
-                .any(|e| e.matches(&dep.group, &dep.artifact))
             || self
                 .excludes
                 .iter()
@@ -361,9 +381,7 @@ impl Walk<'_> {
         if excluded {
             return None;
         }
-        let mut all = exclusions.to_vec();
-        all.extend(dep.exclusions.iter().cloned());
-        let mut path = path.to_vec();
+        let mut path = visit.path.clone();
         path.push(visit.model.coord.to_string());
         Some(Pending {
             group: dep.group.clone(),
@@ -372,7 +390,8 @@ impl Walk<'_> {
             kind: dep.kind.clone(),
             classifier: dep.classifier.clone(),
             scope,
-            exclusions: all,
+            exclusions: dep.exclusions.clone(),
+            caller: Some(at),
             overrides: visit.overrides.clone(),
             path,
             parent: Some(visit.id),

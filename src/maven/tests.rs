@@ -636,3 +636,139 @@ async fn a_wildcard_exclusion_matching_its_own_dependency_drops_it_in_spark_mode
     let (r, _) = run(m, &["t:wild:1"], Mode::Maven).await;
     assert_eq!(names(&r.unwrap()), vec!["t:wild:1", "t.e:b:1"]);
 }
+
+/// A dependency with exclusions, for the lattices below.
+fn dep_excluding(gav: &str, excluded: &[&str]) -> String {
+    let exclusions: String = excluded
+        .iter()
+        .map(|e| {
+            let (g, a) = e.split_once(':').unwrap();
+            format!("<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>")
+        })
+        .collect();
+    dep(gav).replace(
+        "</dependency>",
+        &format!("<exclusions>{exclusions}</exclusions></dependency>"),
+    )
+}
+
+/// The shape that was exponential in `spark` mode (one set of exclusions per
+/// path, 2^L of them): a 2-wide, L-deep lattice where one module of each pair
+/// excludes another artifact, every leaf needing all of them. Polynomial in
+/// both modes now; bounded by a generous timeout so that a regression fails
+/// instead of hanging the suite. Ivy's rule: an artifact is left out only where
+/// every path excludes it, so the path through the `b`s keeps every `x`.
+#[tokio::test]
+async fn exclusion_lattices_resolve_in_polynomial_time() {
+    const L: usize = 22;
+    let mut m = Mem::default();
+    for i in 0..L {
+        let (a, b) = (format!("g:a{}:1", i + 1), format!("g:b{}:1", i + 1));
+        let excluding = format!("g:x{i}");
+        m.pom(
+            &format!("g:a{i}:1"),
+            &format!(
+                "<dependencies>{}{}</dependencies>",
+                dep_excluding(&a, &[&excluding]),
+                dep_excluding(&b, &["g:y"])
+            ),
+        );
+        m.pom(&format!("g:b{i}:1"), &deps(&[&a, &b]));
+        m.pom(&format!("g:x{i}:1"), "");
+    }
+    let xs: Vec<String> = (0..L).map(|i| format!("g:x{i}:1")).collect();
+    let xs: Vec<&str> = xs.iter().map(String::as_str).collect();
+    m.pom(&format!("g:a{L}:1"), &deps(&xs));
+    m.pom(&format!("g:b{L}:1"), &deps(&xs));
+    for mode in [Mode::Spark, Mode::Maven] {
+        let started = std::time::Instant::now();
+        let run = run(clone_mem(&m), &["g:a0:1", "g:b0:1"], mode);
+        let (r, mem) = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+            .await
+            .unwrap_or_else(|_| panic!("{mode:?}: the lattice did not resolve in 120 s"));
+        let r = r.unwrap();
+        let got = names(&r);
+        for x in &xs {
+            assert!(got.iter().any(|n| n == x), "{mode:?}: {x} missing: {got:?}");
+        }
+        assert_eq!(got.len(), 2 * (L + 1) + L, "{mode:?}: {got:?}");
+        // Each POM read once, whatever the number of paths.
+        assert_eq!(mem.gets("/g/a7/1/a7-1.pom"), 1);
+        eprintln!("{mode:?}: L={L} in {:?}", started.elapsed());
+    }
+    // Wider and with wildcards: every module of a level excludes `*` of
+    // another group, and a diamond below each.
+    let mut m = Mem::default();
+    let width = 6;
+    for i in 0..12 {
+        for j in 0..width {
+            let below: Vec<String> = (0..width)
+                .map(|k| dep_excluding(&format!("g:m{}-{k}:1", i + 1), &[&format!("e{j}:*")]))
+                .collect();
+            m.pom(
+                &format!("g:m{i}-{j}:1"),
+                &format!("<dependencies>{}</dependencies>", below.concat()),
+            );
+        }
+    }
+    for j in 0..width {
+        m.pom(&format!("g:m12-{j}:1"), &deps(&[&format!("e{j}:z:1")]));
+        m.pom(&format!("e{j}:z:1"), "");
+    }
+    for mode in [Mode::Spark, Mode::Maven] {
+        let run = run(clone_mem(&m), &["g:m0-0:1", "g:m0-1:1"], mode);
+        let (r, _) = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+            .await
+            .unwrap_or_else(|_| panic!("{mode:?}: the wide lattice did not resolve in 120 s"));
+        let got = names(&r.unwrap());
+        // Two paths into every module excluding different groups: nothing is
+        // excluded everywhere in `spark` mode.
+        if mode == Mode::Spark {
+            assert_eq!(got.len(), 2 + 12 * width + width, "{got:?}");
+        }
+    }
+}
+
+/// `--exclude-packages` (and Spark's own excludes) apply to the packages asked
+/// for too, as Spark puts them on the module that asks: nothing may remain.
+#[tokio::test]
+async fn excludes_apply_to_the_packages_asked_for() {
+    let mut m = Mem::default();
+    m.pom("org.slf4j:slf4j-api:1", "");
+    m.pom(
+        "org.slf4j:jul-to-slf4j:1",
+        &deps(&["org.slf4j:slf4j-api:1"]),
+    );
+    let resolve_with = |excludes: &[&str], packages: &[&str]| {
+        let mem = Arc::new(clone_mem(&m));
+        let request = Request {
+            packages: packages
+                .iter()
+                .map(|p| Coord::parse_package(p).unwrap())
+                .collect(),
+            repositories: vec![Repo::new(REPO).unwrap()],
+            excludes: excludes
+                .iter()
+                .map(|e| Exclusion::parse(e).unwrap())
+                .collect(),
+            mode: Mode::Spark,
+        };
+        async move { names(&resolve(&request, mem).await.unwrap()) }
+    };
+    assert_eq!(
+        resolve_with(
+            &["org.slf4j:slf4j-api"],
+            &["org.slf4j:slf4j-api:1", "org.slf4j:jul-to-slf4j:1"]
+        )
+        .await,
+        vec!["org.slf4j:jul-to-slf4j:1"]
+    );
+    assert!(resolve_with(&["*:*"], &["org.slf4j:jul-to-slf4j:1"])
+        .await
+        .is_empty());
+    assert!(
+        resolve_with(&[], &["org.apache.spark:spark-core_2.12:3.5.3"])
+            .await
+            .is_empty()
+    );
+}
