@@ -348,12 +348,15 @@ impl Walk<'_> {
         });
     }
 
-    /// Another path to a visited module: its edge joins the graph, so what it
-    /// does not exclude is followed below the module ([`Reach`]): Ivy asks
-    /// whether every caller excludes a dependency; Maven builds every path and
-    /// keeps the nearest node that no exclusion on its own path removed, so a
-    /// dependency one path excludes comes in through another too.
+    /// Another path to a visited module: as Ivy does (`spark`), its edge joins
+    /// the graph, so what it does not exclude is followed below the module
+    /// ([`Reach`]). Maven keeps the node it reached first (the nearest) and
+    /// that node's path: its edges form a tree, whose one path per module
+    /// decides what is excluded below it.
     fn revisit(&mut self, at: usize, p: &Pending, next: &mut Vec<Pending>) {
+        if self.mode != Mode::Spark {
+            return;
+        }
         let allowed = match p.caller {
             Some(caller) => self.reach.link(caller, at, &p.exclusions),
             None => self.reach.make_root(at),
