@@ -52,7 +52,19 @@ pub(crate) fn settings(
         .unwrap_or_else(|| layers.origin(&table::PACKAGES));
     let mut packages = Vec::new();
     for (spec, origin) in &packages_given {
-        match Coord::parse_package(spec) {
+        // The jar is published as `group_artifact-version[-classifier].jar`:
+        // a name the jars directory cannot take is refused before any traffic.
+        let named = Coord::parse_package(spec).and_then(|c| {
+            crate::layout::check_name(&c.spark_name())
+                .map(|()| c.clone())
+                .map_err(|why| {
+                    format!(
+                        "'{spec}' would name its jar {}: that name {why}; a package's group, artifact and version must fit",
+                        c.spark_name()
+                    )
+                })
+        });
+        match named {
             Ok(c) if !packages.contains(&c) => packages.push(c),
             Ok(_) => {}
             Err(reason) => problems.push(ConfigError::Invalid {
@@ -215,7 +227,22 @@ pub(crate) fn load_lock(
             return;
         }
     };
-    if pins.is_empty() {
+    // A resolution of nothing is written as such (`# jars: 0`); any other
+    // lockfile without a pin is empty, truncated or mis-mounted.
+    let resolved_to_nothing =
+        text.starts_with("# spark-localizer lockfile:") && text.lines().any(|l| l == "# jars: 0");
+    let said = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# jars: "))
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    if let Some(said) = said.filter(|&n| n != pins.len()) {
+        problems.push(invalid(format!(
+            "it says it pins {said} jar(s) but holds {} (a truncated or edited lockfile); write it again with `spark-localizer resolve --lock`",
+            pins.len()
+        )));
+        return;
+    }
+    if pins.is_empty() && !resolved_to_nothing {
         problems.push(invalid(
             "it pins no jar (an empty or mis-mounted lockfile would start the job without its jars); write it with `spark-localizer resolve --lock`".into(),
         ));

@@ -45,7 +45,14 @@ impl Coord {
         };
         // Each becomes directories (the group's dots too) and part of file names:
         // no empty directory (`a..b`, a trailing `.`), no `..`.
-        for part in [g, a, v].into_iter().chain(classifier) {
+        // A version may be one of Spark's dynamic revisions (`4.+`,
+        // `latest.release`) or a range without a comma (`[4.2.3]`, `[4.0,)` cannot
+        // be written: `,` separates packages); the version chosen becomes the path.
+        let range = v.starts_with(['[', '('])
+            && super::version::Requirement::parse(v).is_ok()
+            && v.chars().all(|c| valid_char(c) || "[]()".contains(c));
+        let parts = [g, a].into_iter().chain((!range).then_some(v));
+        for part in parts.chain(classifier) {
             if part.is_empty()
                 || part.starts_with('.')
                 || part.ends_with('.')
@@ -218,6 +225,10 @@ mod tests {
         assert_eq!(c.to_string(), "g:a:1.0");
         let c = Coord::parse_package("g:a:1.0:tests").unwrap();
         assert_eq!(c.file_name(), "a-1.0-tests.jar");
+        // Spark's dynamic revisions and ranges without a comma.
+        for dynamic in ["g:a:4.+", "g:a:+", "g:a:latest.release", "g:a:[4.2.3]"] {
+            assert!(Coord::parse_package(dynamic).is_ok(), "{dynamic}");
+        }
         // (Found by fuzzing: `c..x` and `x.` as a group made an empty directory.)
         for bad in [
             "g:a",
@@ -230,6 +241,9 @@ mod tests {
             "x.:a:1",
             "g:a.:1",
             "g:a:1:c.",
+            "g:a:[1",
+            "g:a:[../1]",
+            "g:a:1]",
         ] {
             assert!(Coord::parse_package(bad).is_err(), "{bad}");
         }

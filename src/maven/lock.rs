@@ -113,6 +113,9 @@ pub(crate) fn render(request: &Request, repositories: &[String], locked: &[Locke
             super::Mode::Maven => "maven",
         }
     );
+    // Said, so that a lock of nothing (every package excluded, or relocated
+    // to nothing) is told from an empty or truncated file.
+    let _ = writeln!(out, "# jars: {}", locked.len());
     for l in locked {
         let via = super::resolve::shown_path(&l.jar.path);
         let _ = writeln!(

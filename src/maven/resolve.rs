@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use super::coord::{Coord, Exclusion, Key};
 use super::model::{Dep, Model, Models};
 use super::reach::{Allowed, Reach};
-use super::version::{ivy_cmp, Requirement};
+use super::version::{ivy_cmp, Dynamic, Requirement};
 use super::{MavenError, Mode};
 
 /// Spark-mode rounds before giving up on conflicting versions settling.
@@ -465,6 +465,21 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
             requirement = v;
         }
     }
+    if let Some(dynamic) = Dynamic::parse(&requirement) {
+        if mode == Mode::Maven {
+            return Err(MavenError::Malformed(format!(
+                "{}:{} (required by {}): '{requirement}' is one of Ivy's dynamic revisions, which Maven does not have: give a version or a range ([1.0,2.0)), or resolve as Spark does (--resolution spark)",
+                p.group,
+                p.artifact,
+                shown_path(&p.path)
+            )));
+        }
+        let (available, misses) = available_versions(models, &p.group, &p.artifact).await?;
+        return dynamic
+            .pick(&available)
+            .cloned()
+            .ok_or_else(|| no_version(p, &requirement, &available, misses));
+    }
     let parsed = Requirement::parse(&requirement).map_err(|why| {
         MavenError::Malformed(format!(
             "{}:{} (required by {}): {why}",
@@ -490,20 +505,35 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
     parsed
         .pick(&available)
         .cloned()
-        .ok_or_else(|| MavenError::NotFound {
-            what: format!(
-                "a version of {}:{} in {requirement} (available: {})",
-                p.group,
-                p.artifact,
-                if available.is_empty() {
-                    "none".to_owned()
-                } else {
-                    available.join(", ")
-                }
-            ),
-            path: p.path.clone(),
-            misses: misses.clone(),
-        })
+        .ok_or_else(|| no_version(p, &requirement, &available, misses))
+}
+
+/// No version of `p` satisfies `requirement`: what is available, or that no
+/// repository lists the versions (each one's answer).
+fn no_version(
+    p: &Pending,
+    requirement: &str,
+    available: &[String],
+    misses: super::repo::Misses,
+) -> MavenError {
+    let what = if available.is_empty() {
+        format!(
+            "the versions of {}:{} to pick '{requirement}' from: no repository lists them (maven-metadata.xml)",
+            p.group, p.artifact
+        )
+    } else {
+        format!(
+            "a version of {}:{} in {requirement} (available: {})",
+            p.group,
+            p.artifact,
+            available.join(", ")
+        )
+    };
+    MavenError::NotFound {
+        what,
+        path: p.path.clone(),
+        misses,
+    }
 }
 
 /// Every version `maven-metadata.xml` lists for `group:artifact`, in the first

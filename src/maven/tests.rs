@@ -420,7 +420,8 @@ async fn an_unsatisfied_range_says_what_was_tried() {
     let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
     let e = r.unwrap_err().to_string();
     assert!(
-        e.contains("(available: none)") && e.ends_with("tried: http://repo.test/m2/: not found"),
+        e.contains("no repository lists them")
+            && e.ends_with("tried: http://repo.test/m2/: not found"),
         "{e}"
     );
 }

@@ -383,6 +383,43 @@ impl Requirement {
     }
 }
 
+/// Ivy's dynamic revisions, which Spark's `--packages` (and Ivy reading a
+/// POM) accepts besides Maven's ranges: `4.+` (the latest revision starting
+/// with `4.`), `+` (the latest of all), `latest.release` (the latest that is
+/// not a `-SNAPSHOT`: Ivy's Maven resolver gives snapshots the status
+/// `integration`, every other version `release`) and `latest.integration`
+/// (the latest of all). "Latest" is Ivy's order ([`ivy_cmp`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Dynamic {
+    Prefix(String),
+    Latest { integration: bool },
+}
+
+impl Dynamic {
+    /// The dynamic revision `spec` is, if it is one.
+    pub(crate) fn parse(spec: &str) -> Option<Dynamic> {
+        let spec = spec.trim();
+        match spec {
+            "latest.release" => Some(Dynamic::Latest { integration: false }),
+            "latest.integration" => Some(Dynamic::Latest { integration: true }),
+            _ => spec
+                .strip_suffix('+')
+                .map(|prefix| Dynamic::Prefix(prefix.to_owned())),
+        }
+    }
+
+    /// The latest of `available` it matches.
+    pub(crate) fn pick<'a>(&self, available: &'a [String]) -> Option<&'a String> {
+        available
+            .iter()
+            .filter(|v| match self {
+                Dynamic::Prefix(prefix) => v.starts_with(prefix.as_str()),
+                Dynamic::Latest { integration } => *integration || !v.ends_with("-SNAPSHOT"),
+            })
+            .max_by(|a, b| ivy_cmp(a, b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -695,5 +732,31 @@ public class Orders {
         for bad in ["[1.0", "[1.0,2.0)x", "[,]x", "[1,2),", "[]"] {
             assert!(Requirement::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn dynamic_revisions_pick_the_latest_ivy_would() {
+        let have: Vec<String> = [
+            "3.0",
+            "4.0",
+            "4.2.3",
+            "4.10-SNAPSHOT",
+            "40.1",
+            "41.0-SNAPSHOT",
+            "5.0-rc1",
+        ]
+        .iter()
+        .map(|v| (*v).to_owned())
+        .collect();
+        let pick = |spec: &str| Dynamic::parse(spec).unwrap().pick(&have).cloned();
+        assert_eq!(pick("4.+").as_deref(), Some("4.10-SNAPSHOT"));
+        assert_eq!(pick("4.2+").as_deref(), Some("4.2.3"));
+        assert_eq!(pick("4+").as_deref(), Some("41.0-SNAPSHOT"));
+        assert_eq!(pick("+").as_deref(), Some("41.0-SNAPSHOT"));
+        assert_eq!(pick("latest.release").as_deref(), Some("40.1"));
+        assert_eq!(pick("latest.integration").as_deref(), Some("41.0-SNAPSHOT"));
+        assert_eq!(pick("6.+"), None);
+        assert_eq!(Dynamic::parse("4.2.3"), None);
+        assert_eq!(Dynamic::parse("latest.milestone"), None);
     }
 }

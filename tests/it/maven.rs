@@ -61,11 +61,16 @@ fn spark_resolves(
     work: &Path,
     settings: &Path,
     coordinate: &str,
+    excludes: &str,
 ) -> BTreeSet<String> {
     let app = work.join("app.py");
     std::fs::write(&app, "pass\n").unwrap();
-    let ivy = work.join(format!("ivy-{}", coordinate.replace([':', '.'], "_")));
-    let out = Command::new(spark_home.join("bin/spark-submit"))
+    let ivy = tempfile::tempdir_in(work).unwrap().keep();
+    let mut command = Command::new(spark_home.join("bin/spark-submit"));
+    if !excludes.is_empty() {
+        command.args(["--exclude-packages", excludes]);
+    }
+    let out = command
         .env("SPARK_HOME", spark_home)
         .args(["--packages", coordinate])
         .arg("--conf")
@@ -112,7 +117,8 @@ fn packages_resolve_to_what_spark_resolves() {
     let root = repo.url("/");
     let work = tempfile::tempdir().unwrap();
     let sb = Sandbox::new();
-    let coordinates = [
+    // (packages, --exclude-packages)
+    let coordinates: Vec<(&str, &str)> = [
         // Deep trees, parents (maven-parent, apache), version properties,
         // relocations (plexus-component-annotations 1.5.5 -> debian), and
         // exclusions that one path makes and another does not (embedder).
@@ -129,7 +135,21 @@ fn packages_resolve_to_what_spark_resolves() {
         "org.apache.maven.wagon:wagon-provider-api:3.5.3",
         "org.slf4j:slf4j-simple:1.7.32",
         "com.fasterxml.jackson.core:jackson-databind:2.14.0",
-    ];
+    ]
+    .into_iter()
+    .map(|c| (c, ""))
+    .chain([
+        // --exclude-packages applies to the packages asked for too.
+        (
+            "org.slf4j:slf4j-api:1.7.32,org.slf4j:jul-to-slf4j:1.7.32",
+            "org.slf4j:slf4j-api",
+        ),
+        ("org.apache.maven:maven-model:3.8.7", "org.apache.maven:*"),
+        ("com.google.inject:guice:4.2.3", "*:*"),
+        // Relocated to itself: nothing to fetch.
+        ("org.codehaus.plexus:plexus-component-annotations:1.5.5", ""),
+    ])
+    .collect();
     // Both read the same Ivy settings file, as spark.jars.ivySettings.
     let settings = ivy_settings(work.path(), &root);
     let props = sb.write(
@@ -137,16 +157,22 @@ fn packages_resolve_to_what_spark_resolves() {
         format!("spark.jars.ivySettings {}\n", settings.display()),
     );
     let mut compared = 0;
-    for coordinate in coordinates {
-        let out = sb
-            .resolve()
-            .args(["--properties-file", &s(&props), "--packages", coordinate])
-            .run();
+    for &(coordinate, excludes) in &coordinates {
+        let mut resolve =
+            sb.resolve()
+                .args(["--properties-file", &s(&props), "--packages", coordinate]);
+        if !excludes.is_empty() {
+            resolve = resolve.args(["--exclude-packages", excludes]);
+        }
+        let out = resolve.run();
         out.expect_code(0);
         let ours = locked_names(&out.stdout);
-        let theirs = spark_resolves(&spark, work.path(), &settings, coordinate);
-        assert_eq!(ours, theirs, "{coordinate}: ours (left) vs Spark's (right)");
-        assert!(!ours.is_empty(), "{coordinate}");
+        let theirs = spark_resolves(&spark, work.path(), &settings, coordinate, excludes);
+        assert_eq!(
+            ours, theirs,
+            "{coordinate} excluding '{excludes}': ours (left) vs Spark's (right)"
+        );
+        assert!(!ours.is_empty() || theirs.is_empty(), "{coordinate}");
         compared += 1;
     }
     assert_eq!(compared, coordinates.len());
@@ -654,4 +680,64 @@ fn untrustworthy_lockfiles_are_refused() {
         .run();
     out.expect_code(2).expect_stderr("cannot read the lockfile");
     assert!(!out.stderr.contains("--checksums"), "{out}");
+}
+
+/// A resolution of nothing (a package relocated to itself, as Spark sees it;
+/// or every package excluded) is a lock of nothing, which `fetch --lock`
+/// fetches as nothing; a lock that lost entries is refused.
+#[test]
+fn a_lock_of_nothing_fetches_nothing() {
+    let Some(repo) = debian_repo() else { return };
+    let root = repo.url("/");
+    let sb = Sandbox::new();
+    let lock = sb.root.join("empty.lock");
+    let package = "org.codehaus.plexus:plexus-component-annotations:1.5.5";
+    sb.resolve()
+        .args(["--packages", package, "--repositories", &root])
+        .args(["--only-repositories", "--lock", &s(&lock)])
+        .run()
+        .expect_code(0);
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(text.contains("# jars: 0"), "{text}");
+    let out = sb
+        .fetch()
+        .args(["--lock", &s(&lock), "--packages", package])
+        .run();
+    out.expect_code(0);
+    assert_eq!(sb.classpath(), "", "{out}");
+    // Every package excluded: the same.
+    let out = sb
+        .resolve()
+        .args([
+            "--packages",
+            "com.google.inject:guice:4.2.3",
+            "--repositories",
+            &root,
+        ])
+        .args(["--only-repositories", "--exclude-packages", "*:*"])
+        .run();
+    out.expect_code(0);
+    assert!(locked_names(&out.stdout).is_empty() && out.stdout.contains("# jars: 0"));
+    // A lock that says it pins more than it holds was cut short.
+    let full = sb.root.join("full.lock");
+    sb.resolve()
+        .args([
+            "--packages",
+            "org.slf4j:slf4j-simple:1.7.32",
+            "--repositories",
+            &root,
+        ])
+        .args(["--only-repositories", "--lock", &s(&full)])
+        .run()
+        .expect_code(0);
+    let text = std::fs::read_to_string(&full).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.contains("slf4j-api"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cut = sb.write("cut.lock", cut);
+    let out = sb.fetch().args(["--lock", &s(&cut)]).run();
+    out.expect_code(2)
+        .expect_stderr("a truncated or edited lockfile");
 }
