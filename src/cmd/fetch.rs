@@ -240,6 +240,7 @@ pub(crate) fn maven_http(
         client,
         stall_timeout: settings.stall_timeout,
         headers: settings.http.headers.clone(),
+        per_origin: Default::default(),
     })
 }
 

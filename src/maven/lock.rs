@@ -59,6 +59,7 @@ async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64
         path: Vec::new(),
         misses: super::repo::Misses(vec![why]),
     };
+    let _turn = http.per_origin.enter(url).await;
     let mut response = match http.open(url).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(fail("not found".into())),

@@ -304,6 +304,32 @@ pub(crate) struct Http {
     pub stall_timeout: Duration,
     /// `--http-header-file`'s headers.
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// Requests in flight per origin.
+    pub per_origin: PerOrigin,
+}
+
+/// Requests in flight to one origin at most. A resolution asks for POMs in
+/// bursts; a small server (a team's Nexus behind a proxy, `python3 -m
+/// http.server` with its listen backlog of 5) drops the connections past its
+/// backlog and the kernel retries them a second later. Six, as browsers open:
+/// kept-alive connections are reused, and HTTP/2 (where offered over TLS)
+/// carries them all on one.
+pub(crate) const MAX_PER_ORIGIN: usize = 6;
+
+/// One semaphore per origin.
+#[derive(Default)]
+pub(crate) struct PerOrigin(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>);
+
+impl PerOrigin {
+    pub(crate) async fn enter(&self, url: &Url) -> tokio::sync::OwnedSemaphorePermit {
+        let semaphore = {
+            let mut all = self.0.lock().expect("lock");
+            all.entry(url.origin().ascii_serialization())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN)))
+                .clone()
+        };
+        semaphore.acquire_owned().await.expect("never closed")
+    }
 }
 
 /// Redirects followed at most.
@@ -343,8 +369,13 @@ impl Http {
         for _ in 0..=MAX_REDIRECTS {
             let mut request = self.client.get(current.clone());
             if current.origin() == origin {
+                // The repository URL's own credentials win over the header
+                // file's Authorization, as for --jars (docs/fetch.md).
+                let own = !url.username().is_empty();
                 for (name, value) in &self.headers {
-                    request = request.header(name, value);
+                    if !(own && name == reqwest::header::AUTHORIZATION) {
+                        request = request.header(name, value);
+                    }
                 }
                 if !url.username().is_empty() {
                     let user =
@@ -409,6 +440,7 @@ impl Http {
     }
 
     async fn get_once(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        let _turn = self.per_origin.enter(url).await;
         let Some(mut response) = self.open(url).await? else {
             return Ok(None);
         };

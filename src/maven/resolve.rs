@@ -36,6 +36,9 @@ struct Pending {
     exclusions: Vec<Exclusion>,
     /// The visit that asks for it (none for a package asked for).
     caller: Option<usize>,
+    /// The package asked for whose dependencies led here (its place in
+    /// `--packages`).
+    root: usize,
     /// The management of every module on the path, root-most first (Ivy applies
     /// them as overrides: the root-most wins).
     overrides: Vec<Arc<Model>>,
@@ -125,8 +128,9 @@ async fn traverse(
     // for the packages: a package they match is not resolved at all.
     let mut level: Vec<Pending> = roots
         .iter()
-        .filter(|c| !excludes.iter().any(|e| e.matches(&c.group, &c.artifact)))
-        .map(|c| Pending {
+        .enumerate()
+        .filter(|(_, c)| !excludes.iter().any(|e| e.matches(&c.group, &c.artifact)))
+        .map(|(root, c)| Pending {
             group: c.group.clone(),
             artifact: c.artifact.clone(),
             requirement: c.version.clone(),
@@ -135,6 +139,7 @@ async fn traverse(
             scope: "compile".into(),
             exclusions: Vec::new(),
             caller: None,
+            root,
             overrides: Vec::new(),
             path: Vec::new(),
             parent: None,
@@ -147,7 +152,10 @@ async fn traverse(
         visits: Vec::new(),
         by_key: HashMap::new(),
         reach: Reach::default(),
+        pom_asked: HashMap::new(),
     };
+    // The version the first declaration of each package asks for.
+    let mut declared_first: HashMap<Key, String> = HashMap::new();
     let mut requested: HashMap<Key, Vec<String>> = HashMap::new();
     while !level.is_empty() {
         // The versions this level asks for, then every POM of them at once.
@@ -169,6 +177,14 @@ async fn traverse(
                 tokio::task::yield_now().await;
             }
             let key = (p.group.clone(), p.artifact.clone());
+            if p.caller.is_none() {
+                declared_first
+                    .entry(key.clone())
+                    .or_insert_with(|| version.clone());
+            } else {
+                let first = walk.pom_asked.entry(key.clone()).or_insert(p.root);
+                *first = (*first).min(p.root);
+            }
             let chosen = winners
                 .get(&key)
                 .cloned()
@@ -181,7 +197,11 @@ async fn traverse(
                     walk.credit(at, &p);
                 }
                 // Another artifact of the module (a classifier): its own jar.
-                walk.other_artifact(at, &p);
+                if used == version || walk.carries_evicted_artifacts(at, &p) {
+                    walk.other_artifact(at, &p);
+                } else {
+                    walk.hold(at, &p);
+                }
                 walk.revisit(at, &p, &mut next);
                 continue;
             }
@@ -197,6 +217,10 @@ async fn traverse(
             walk.visit(key, chosen, model, p, asked_winner, &mut next);
         }
         level = next;
+    }
+    if mode == Mode::Spark {
+        walk.release_held();
+        walk.drop_lost_declarations(&declared_first, winners);
     }
     let mut graph = walk.graph;
     let mut seen = HashSet::new();
@@ -221,6 +245,12 @@ struct Visit {
     jars: Vec<Coord>,
     /// The path recorded for the node (the first one).
     path: Vec<String>,
+    /// Its place in `--packages`, when it was first visited as a package.
+    declared: Option<usize>,
+    /// The package whose dependencies led to its first visit.
+    root: usize,
+    /// Artifacts asked of an evicted version, not carried (yet).
+    held: Vec<Coord>,
     /// Whether the path recorded for the node asked for the version used (else
     /// the first path that does takes its place: the report's `required_by`).
     asked_winner: bool,
@@ -234,6 +264,8 @@ struct Walk<'e> {
     visits: Vec<Visit>,
     by_key: HashMap<Key, usize>,
     reach: Reach,
+    /// Modules a POM asked for, and the first package whose dependencies did.
+    pom_asked: HashMap<Key, usize>,
 }
 
 impl Walk<'_> {
@@ -257,10 +289,17 @@ impl Walk<'_> {
         next: &mut Vec<Pending>,
     ) {
         let id = self.graph.nodes.len();
+        let mut jar = jar_of(&model, &p);
+        // A classifier or type asked of a version that lost: held back, and
+        // used only if nothing asks for the version used plainly (Ivy).
+        let mut held = Vec::new();
+        if self.mode == Mode::Spark && !asked_winner && jar.as_ref().is_some_and(|j| !plain(j)) {
+            held.extend(jar.take());
+        }
         self.graph.nodes.push(Node {
             coord: model.coord.clone(),
             scope: p.scope.clone(),
-            jar: jar_of(&model, &p),
+            jar,
             repo: model.repo,
             path: p.path.clone(),
             parent: p.parent,
@@ -288,6 +327,9 @@ impl Walk<'_> {
             overrides,
             deps,
             path: p.path,
+            declared: p.caller.is_none().then_some(p.root),
+            root: p.root,
+            held,
             asked_winner,
         });
         self.by_key.insert(key, at);
@@ -327,6 +369,87 @@ impl Walk<'_> {
         node.parent = p.parent;
     }
 
+    /// Whether a classifier or type asked of an evicted version of visit `at`
+    /// is carried to the version used. Ivy 2.5.1 (Spark 3.5) walks depth
+    /// first, package by package, and carries it (with the main jar) only when
+    /// the version used is a package asked for, declared before the package
+    /// whose dependencies ask for the evicted one, and no POM asked for the
+    /// module before that; otherwise the classifier is dropped with the
+    /// evicted version. (Ivy 2.5.2 and later, Spark 4, never carry it.)
+    fn carries_evicted_artifacts(&self, at: usize, p: &Pending) -> bool {
+        let visit = &self.visits[at];
+        let key = (
+            visit.model.coord.group.clone(),
+            visit.model.coord.artifact.clone(),
+        );
+        self.mode == Mode::Spark
+            && visit.declared.is_some_and(|d| d < p.root)
+            && self
+                .pom_asked
+                .get(&key)
+                .is_none_or(|&first| first >= p.root)
+    }
+
+    /// A classifier or type asked of an evicted version, not carried now.
+    fn hold(&mut self, at: usize, p: &Pending) {
+        let visit = &mut self.visits[at];
+        if let Some(jar) = jar_of(&visit.model, p).filter(|j| !plain(j)) {
+            if !visit.held.contains(&jar) {
+                visit.held.push(jar);
+            }
+        }
+    }
+
+    /// A module only ever asked for with classifiers of evicted versions
+    /// gets those (without its main jar), as Ivy gives them.
+    fn release_held(&mut self) {
+        for at in 0..self.visits.len() {
+            if !self.visits[at].jars.is_empty() {
+                continue;
+            }
+            let held = std::mem::take(&mut self.visits[at].held);
+            let id = self.visits[at].id;
+            for (n, jar) in held.into_iter().enumerate() {
+                self.visits[at].jars.push(jar.clone());
+                if n == 0 {
+                    self.graph.nodes[id].jar = Some(jar);
+                } else {
+                    let node = Node {
+                        jar: Some(jar),
+                        ..self.graph.nodes[id].clone()
+                    };
+                    self.graph.nodes.push(node);
+                }
+            }
+        }
+    }
+
+    /// Ivy 2.5 (Spark 3.5 and 4) loses the jar of a package declared twice
+    /// when its first declaration asks for a version that loses: the winner's
+    /// dependencies are retrieved, its own jar is not, unless a POM asks for
+    /// the module too.
+    fn drop_lost_declarations(
+        &mut self,
+        declared_first: &HashMap<Key, String>,
+        winners: &HashMap<Key, String>,
+    ) {
+        for (key, first) in declared_first {
+            let Some(&at) = self.by_key.get(key) else {
+                continue;
+            };
+            let used = winners.get(key).unwrap_or(&self.visits[at].version);
+            if used != first && !self.pom_asked.contains_key(key) {
+                let id = self.visits[at].id;
+                tracing::info!(
+                    "{}:{}: declared first as {first}, which loses to {used}: its jar is left out, as Spark's Ivy does",
+                    key.0,
+                    key.1
+                );
+                self.graph.nodes[id].jar = None;
+            }
+        }
+    }
+
     /// A visited module asked for with another classifier or type: that jar
     /// joins the graph too (Maven and Ivy both give `lib` and `lib:natives`).
     fn other_artifact(&mut self, at: usize, p: &Pending) {
@@ -338,6 +461,11 @@ impl Walk<'_> {
             return;
         }
         visit.jars.push(jar.clone());
+        if self.graph.nodes[visit.id].jar.is_none() && !visit.held.is_empty() {
+            // The first jar of a module first reached for an evicted version.
+            self.graph.nodes[visit.id].jar = Some(jar);
+            return;
+        }
         self.graph.nodes.push(Node {
             coord: visit.model.coord.clone(),
             scope: p.scope.clone(),
@@ -395,6 +523,7 @@ impl Walk<'_> {
             scope,
             exclusions: dep.exclusions.clone(),
             caller: Some(at),
+            root: visit.root,
             overrides: visit.overrides.clone(),
             path,
             parent: Some(visit.id),
@@ -463,6 +592,17 @@ async fn choose(models: &Models<'_>, p: &Pending, mode: Mode) -> Result<String, 
         });
         if let Some(v) = overridden {
             requirement = v;
+        }
+    }
+    if mode == Mode::Spark {
+        // Ivy reads `[x]` (no comma) as the version x, without listing any.
+        if let Some(exact) = requirement
+            .trim()
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .filter(|r| !r.contains(','))
+        {
+            requirement = exact.trim().to_owned();
         }
     }
     if let Some(dynamic) = Dynamic::parse(&requirement) {
@@ -626,6 +766,11 @@ fn jar_of(model: &Model, p: &Pending) -> Option<Coord> {
         ext: ext.to_owned(),
         ..model.coord.clone()
     })
+}
+
+/// A module's main jar (no classifier, a `.jar`).
+fn plain(jar: &Coord) -> bool {
+    jar.classifier.is_none() && jar.ext == "jar"
 }
 
 /// A dependency's scope through a module reached with `parent`: compile and

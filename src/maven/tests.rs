@@ -779,3 +779,105 @@ async fn excludes_apply_to_the_packages_asked_for() {
             .is_empty()
     );
 }
+
+/// A classifier asked of a version that loses, as Spark 3.5's Ivy (2.5.1)
+/// treats it: carried (with the main jar) to the winner only when the winner is
+/// a package declared before the one whose dependencies ask for it, and no POM
+/// asked for it first. Each case as Spark 3.5.3 resolved it.
+#[tokio::test]
+async fn a_classifier_of_an_evicted_version_follows_ivy() {
+    let mut m = Mem::default();
+    m.pom(
+        "g:mid:1",
+        "<dependencies><dependency><groupId>g</groupId><artifactId>lib</artifactId>\
+         <version>1.0</version><classifier>cls</classifier></dependency></dependencies>",
+    );
+    m.pom("g:top:1", &deps(&["g:mid:1"]));
+    m.pom("g:mid2:1", &deps(&["g:lib:2.0"]));
+    m.pom("g:top2:1", &deps(&["g:mid2:1"]));
+    m.pom("g:lib:1.0", "");
+    m.pom("g:lib:2.0", "");
+    m.put("g/lib/1.0/lib-1.0-cls.jar", b"cls 1", true);
+    m.put("g/lib/2.0/lib-2.0-cls.jar", b"cls 2", true);
+    for (packages, lib) in [
+        (&["g:mid:1", "g:lib:2.0"][..], &["g:lib:2.0"][..]),
+        (&["g:lib:2.0", "g:mid:1"], &["g:lib:2.0", "g:lib:2.0:cls"]),
+        (&["g:lib:2.0", "g:top:1"], &["g:lib:2.0", "g:lib:2.0:cls"]),
+        (&["g:top2:1", "g:mid:1"], &["g:lib:2.0"]),
+    ] {
+        let (r, _) = run(clone_mem(&m), packages, Mode::Spark).await;
+        let got: Vec<String> = names(&r.unwrap())
+            .into_iter()
+            .filter(|n| n.starts_with("g:lib:"))
+            .collect();
+        assert_eq!(got, lib, "{packages:?}");
+    }
+}
+
+/// A package declared twice: when its first declaration asks for the version
+/// that loses, Spark's Ivy retrieves the winner's dependencies but not its jar,
+/// unless a POM asks for the module too. Each case as Spark 3.5.3 resolved it.
+#[tokio::test]
+async fn a_package_declared_twice_follows_ivy() {
+    let mut m = Mem::default();
+    for v in ["1", "2", "3"] {
+        m.pom(&format!("g:m:{v}"), &deps(&["g:dep:1"]));
+    }
+    m.pom("g:dep:1", "");
+    m.pom("g:user:1", &deps(&["g:m:3"]));
+    m.pom("g:user2:1", &deps(&["g:m:2"]));
+    for (packages, m_jar) in [
+        (&["g:m:1", "g:m:2"][..], None),
+        (&["g:m:2", "g:m:1"], Some("g:m:2")),
+        (&["g:m:2", "g:m:1", "g:m:3"], None),
+        (&["g:m:3", "g:m:1", "g:m:2"], Some("g:m:3")),
+        (&["g:m:1", "g:m:2", "g:user2:1"], Some("g:m:2")),
+        (&["g:m:1", "g:m:2", "g:user:1"], Some("g:m:3")),
+    ] {
+        let (r, _) = run(clone_mem(&m), packages, Mode::Spark).await;
+        let got = names(&r.unwrap());
+        let ms: Vec<&String> = got.iter().filter(|n| n.starts_with("g:m:")).collect();
+        assert_eq!(
+            ms.first().map(|s| s.as_str()),
+            m_jar,
+            "{packages:?}: {got:?}"
+        );
+        assert!(got.iter().any(|n| n == "g:dep:1"), "{packages:?}: {got:?}");
+    }
+}
+
+/// Spark's dynamic revisions in --packages and in POMs, picked from
+/// maven-metadata.xml in Ivy's order; `[x]` is x without any listing; a
+/// repository that lists nothing is named.
+#[tokio::test]
+async fn dynamic_revisions_resolve_as_spark_does() {
+    let mut m = Mem::default();
+    for v in ["4.0", "4.2.3", "4.10", "5.0-rc1", "5.1-SNAPSHOT"] {
+        m.pom(&format!("g:lib:{v}"), "");
+    }
+    m.put(
+        "g/lib/maven-metadata.xml",
+        b"<metadata><versioning><versions><version>4.0</version><version>4.2.3</version><version>4.10</version><version>5.0-rc1</version><version>5.1-SNAPSHOT</version></versions></versioning></metadata>",
+        true,
+    );
+    m.pom("g:user:1", &deps(&["g:lib:4.+"]));
+    m.pom("g:nolist:1", "");
+    for (package, want) in [
+        ("g:lib:4.+", "g:lib:4.10"),
+        ("g:lib:latest.release", "g:lib:5.0-rc1"),
+        ("g:lib:latest.integration", "g:lib:5.1-SNAPSHOT"),
+        ("g:lib:+", "g:lib:5.1-SNAPSHOT"),
+        ("g:lib:[4.2.3]", "g:lib:4.2.3"),
+        ("g:user:1", "g:lib:4.10"),
+    ] {
+        let (r, _) = run(clone_mem(&m), &[package], Mode::Spark).await;
+        let got = names(&r.unwrap());
+        assert!(got.iter().any(|n| n == want), "{package}: {got:?}");
+    }
+    let (r, _) = run(clone_mem(&m), &["g:nolist:1.+"], Mode::Spark).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("no repository lists them"), "{e}");
+    let (r, _) = run(clone_mem(&m), &["g:lib:4.+"], Mode::Maven).await;
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("--resolution spark"), "{e}");
+}

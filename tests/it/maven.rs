@@ -148,6 +148,31 @@ fn packages_resolve_to_what_spark_resolves() {
         ("com.google.inject:guice:4.2.3", "*:*"),
         // Relocated to itself: nothing to fetch.
         ("org.codehaus.plexus:plexus-component-annotations:1.5.5", ""),
+        // A classifier asked of a version that loses (maven-core asks for
+        // guice:debian:no_aop): Ivy 2.5.1 carries it to 4.2.3 in one order only.
+        (
+            "org.apache.maven:maven-embedder:3.8.7,com.google.inject:guice:4.2.3",
+            "",
+        ),
+        (
+            "com.google.inject:guice:4.2.3,org.apache.maven:maven-embedder:3.8.7",
+            "",
+        ),
+        (
+            "com.google.inject:guice:4.2.3,org.apache.maven:maven-compat:3.8.7",
+            "",
+        ),
+        // The same module twice, the version that loses first: no jar of it.
+        (
+            "org.apache.maven:maven-model:3.x,org.apache.maven:maven-model:3.8.7",
+            "",
+        ),
+        (
+            "org.apache.maven:maven-model:3.8.7,org.apache.maven:maven-model:3.x",
+            "",
+        ),
+        // [x] is x, listing nothing (Debian's repository has no metadata).
+        ("com.google.inject:guice:[4.2.3]", ""),
     ])
     .collect();
     // Both read the same Ivy settings file, as spark.jars.ivySettings.
