@@ -52,6 +52,8 @@ pub fn main() -> i32 {
             return ExitCode::Internal.code();
         }
     };
+    // One runtime for the whole run: the HTTP clients can share their pools.
+    crate::net::share_clients();
     let code = runtime.block_on(async {
         match &cli.command {
             Command::Fetch(args) => fetch::run(args, &origins, cli.log_format).await,

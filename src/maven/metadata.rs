@@ -22,6 +22,38 @@ fn text_of(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
         .map(|t| t.trim().to_owned())
 }
 
+/// The versions an HTML directory listing names: every link to a
+/// subdirectory (`href="4.2.3/"`, absolute or relative) whose name can be a
+/// version; parents, queries and files are not.
+pub(crate) fn listed_versions(html: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find("href=") {
+        rest = &rest[at + 5..];
+        let Some(quote) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+            continue;
+        };
+        let Some(end) = rest[1..].find(quote) else {
+            break;
+        };
+        let link = &rest[1..1 + end];
+        rest = &rest[1 + end..];
+        let Some(dir) = link.strip_suffix('/') else {
+            continue;
+        };
+        let name = dir.rsplit('/').next().unwrap_or_default();
+        let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        if !link.contains(['?', '#'])
+            && usable_part(&name)
+            && !name.starts_with('.')
+            && !out.iter().any(|v| v == &*name)
+        {
+            out.push(name.into_owned());
+        }
+    }
+    out
+}
+
 /// Whether `part` (a version, group or artifact read from a repository) can name
 /// a directory and a file.
 /// Also no URL delimiter: `?` and `#` would cut the path short, `%` escape it.
@@ -118,5 +150,13 @@ mod tests {
         );
         c.classifier = Some("tests".into());
         assert_eq!(snapshot_version(ok.as_bytes(), &c).unwrap(), None);
+    }
+
+    #[test]
+    fn listings_name_their_version_directories() {
+        let html = r#"<html><a href="../">../</a><a href="4.2.3/">4.2.3/</a>
+            <a href='/m2/g/a/5.0-rc1/'>5.0-rc1/</a><a href="maven-metadata.xml">x</a>
+            <a href="?C=N;O=D/">sort</a><a href="..%2F..%2Fetc/">x</a><a href="4.2.3/">dup</a>"#;
+        assert_eq!(listed_versions(html), vec!["4.2.3", "5.0-rc1"]);
     }
 }

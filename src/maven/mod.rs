@@ -12,6 +12,7 @@ pub(crate) mod lock;
 pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod pom;
+mod prefetch;
 mod reach;
 pub(crate) mod repo;
 pub(crate) mod resolve;

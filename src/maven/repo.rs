@@ -117,6 +117,8 @@ pub(crate) struct Repos {
     transport: Arc<dyn Transport>,
     down: Mutex<HashSet<usize>>,
     cache: Mutex<HashMap<String, Cached>>,
+    /// The `.sha1` answers, by repository and path.
+    sha1s: Mutex<HashMap<(usize, String), Arc<OnceCell<Sha1Answer>>>>,
     /// Files without a `.sha1`, per repository (warned about once, at the end).
     unverified: Mutex<BTreeMap<usize, Vec<String>>>,
 }
@@ -128,6 +130,7 @@ impl Repos {
             transport,
             down: Mutex::new(HashSet::new()),
             cache: Mutex::new(HashMap::new()),
+            sha1s: Mutex::new(HashMap::new()),
             unverified: Mutex::new(BTreeMap::new()),
         }
     }
@@ -169,9 +172,12 @@ impl Repos {
                 continue;
             }
             let url = repo.url(path);
-            match self.transport.get(&url, limit).await {
+            // The file and its .sha1 at once: one round trip, not two.
+            let (file, sha1) =
+                futures_util::join!(self.transport.get(&url, limit), self.read_sha1(i, path));
+            match file {
                 Ok(Some(bytes)) => {
-                    self.verify(i, path, &bytes).await?;
+                    self.verify(i, path, &bytes, self.note(i, path, sha1))?;
                     return Ok(Ok(Found { repo: i, bytes }));
                 }
                 Ok(None) => misses.push(format!("{}: not found", repo.shown())),
@@ -199,11 +205,31 @@ impl Repos {
         Ok(Err(Misses(misses)))
     }
 
+    /// The first repository's HTML listing of directory `dir` (what Ivy reads
+    /// when a module has no `maven-metadata.xml`): its text, if one serves it.
+    pub(crate) async fn listing(&self, dir: &str) -> Option<String> {
+        for (i, repo) in self.list.iter().enumerate() {
+            if self.down.lock().expect("lock").contains(&i) {
+                continue;
+            }
+            let url = repo.url(&format!("{dir}/"));
+            if let Ok(Some(bytes)) = self.transport.get(&url, MAX_LISTING).await {
+                return Some(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
+        None
+    }
+
     /// Checks `bytes` of `path` against repository `i`'s `.sha1`.
-    async fn verify(&self, i: usize, path: &str, bytes: &[u8]) -> Result<(), MavenError> {
-        let expected = match self.sha1_of(i, path).await {
-            Some(expected) => expected,
-            None => return Ok(()),
+    fn verify(
+        &self,
+        i: usize,
+        path: &str,
+        bytes: &[u8],
+        expected: Option<[u8; 20]>,
+    ) -> Result<(), MavenError> {
+        let Some(expected) = expected else {
+            return Ok(());
         };
         let got: [u8; 20] = Sha1::digest(bytes).into();
         if got != expected {
@@ -220,34 +246,63 @@ impl Repos {
     /// The sha1 repository `i` publishes for `path` (`path.sha1`), if any; a
     /// missing one is noted for the warning.
     pub(crate) async fn sha1_of(&self, i: usize, path: &str) -> Option<[u8; 20]> {
-        let url = self.list[i].url(&format!("{path}.sha1"));
-        let text = match self.transport.get(&url, 1024).await {
-            Ok(Some(text)) => text,
-            _ => {
+        let sha1 = self.read_sha1(i, path).await;
+        self.note(i, path, sha1)
+    }
+
+    /// `sha1`, noting a missing one for the warning.
+    fn note(&self, i: usize, path: &str, sha1: Sha1Answer) -> Option<[u8; 20]> {
+        match sha1 {
+            Sha1Answer::Found(sha1) => Some(sha1),
+            Sha1Answer::Missing => {
                 self.unverified
                     .lock()
                     .expect("lock")
                     .entry(i)
                     .or_default()
                     .push(path.to_owned());
-                return None;
+                None
             }
+            Sha1Answer::Unusable => None,
+        }
+    }
+
+    /// What repository `i` answers for `path.sha1`, asked once per run.
+    async fn read_sha1(&self, i: usize, path: &str) -> Sha1Answer {
+        let cell = {
+            let mut all = self.sha1s.lock().expect("lock");
+            all.entry((i, path.to_owned())).or_default().clone()
+        };
+        cell.get_or_init(|| self.fetch_sha1(i, path)).await.clone()
+    }
+
+    /// Warms the answer for `path.sha1` in repository `i` (the resolution
+    /// asks for it later).
+    pub(crate) async fn warm_sha1(&self, i: usize, path: &str) {
+        self.read_sha1(i, path).await;
+    }
+
+    async fn fetch_sha1(&self, i: usize, path: &str) -> Sha1Answer {
+        let url = self.list[i].url(&format!("{path}.sha1"));
+        let text = match self.transport.get(&url, 1024).await {
+            Ok(Some(text)) => text,
+            _ => return Sha1Answer::Missing,
         };
         // `<hex>` or `<hex>  <file name>`, as repositories write it.
         let hex_part = std::str::from_utf8(&text)
-            .ok()?
-            .split_whitespace()
-            .next()?
-            .to_ascii_lowercase();
+            .ok()
+            .and_then(|t| t.split_whitespace().next())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
         let mut out = [0u8; 20];
         match hex::decode_to_slice(&hex_part, &mut out) {
-            Ok(()) => Some(out),
+            Ok(()) => Sha1Answer::Found(out),
             Err(_) => {
                 tracing::warn!(
                     "{}: not a sha1; the file is not verified",
                     crate::util::redact::redact_url(url.as_str())
                 );
-                None
+                Sha1Answer::Unusable
             }
         }
     }
@@ -308,29 +363,69 @@ pub(crate) struct Http {
     pub per_origin: PerOrigin,
 }
 
-/// Requests in flight to one origin at most. A resolution asks for POMs in
-/// bursts; a small server (a team's Nexus behind a proxy, `python3 -m
-/// http.server` with its listen backlog of 5) drops the connections past its
-/// backlog and the kernel retries them a second later. Six, as browsers open:
-/// kept-alive connections are reused, and HTTP/2 (where offered over TLS)
-/// carries them all on one.
+/// Requests in flight to one origin at first. A resolution asks for POMs in
+/// bursts; a small server (a team's Nexus behind a small proxy, `python3 -m
+/// http.server` with its listen backlog of 5 and a connection per request)
+/// drops the connections past its backlog and the kernel tries again only a
+/// second later. Six, as browsers open.
 pub(crate) const MAX_PER_ORIGIN: usize = 6;
+/// Requests in flight to an origin that keeps connections alive (HTTP/1.1
+/// without `Connection: close`, or HTTP/2): its connections are reused, so
+/// more at once cost no new connection and save round trips.
+pub(crate) const MAX_PER_KEPT_ALIVE_ORIGIN: usize = 16;
 
-/// One semaphore per origin.
+/// One semaphore per origin, raised once the origin keeps connections alive.
 #[derive(Default)]
-pub(crate) struct PerOrigin(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>);
+pub(crate) struct PerOrigin(std::sync::Mutex<HashMap<String, (Arc<tokio::sync::Semaphore>, bool)>>);
 
 impl PerOrigin {
     pub(crate) async fn enter(&self, url: &Url) -> tokio::sync::OwnedSemaphorePermit {
         let semaphore = {
             let mut all = self.0.lock().expect("lock");
             all.entry(url.origin().ascii_serialization())
-                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN)))
+                .or_insert_with(|| (Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN)), false))
+                .0
                 .clone()
         };
         semaphore.acquire_owned().await.expect("never closed")
     }
+
+    /// `url`'s origin answered `response`: raised if it keeps connections alive.
+    fn answered(&self, url: &Url, response: &reqwest::Response) {
+        let close = response
+            .headers()
+            .get(reqwest::header::CONNECTION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let kept = match response.version() {
+            reqwest::Version::HTTP_2 | reqwest::Version::HTTP_3 => true,
+            reqwest::Version::HTTP_11 => !close,
+            _ => false,
+        };
+        if !kept {
+            return;
+        }
+        let mut all = self.0.lock().expect("lock");
+        if let Some((semaphore, raised)) = all.get_mut(&url.origin().ascii_serialization()) {
+            if !*raised {
+                *raised = true;
+                semaphore.add_permits(MAX_PER_KEPT_ALIVE_ORIGIN - MAX_PER_ORIGIN);
+            }
+        }
+    }
 }
+
+/// What a repository answers for a `.sha1`.
+#[derive(Clone, Copy)]
+enum Sha1Answer {
+    Found([u8; 20]),
+    Missing,
+    /// Not a sha1 (warned).
+    Unusable,
+}
+
+/// A directory listing read at most.
+const MAX_LISTING: usize = 4 << 20;
 
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 5;
@@ -406,6 +501,9 @@ impl Http {
                 }
                 Ok(Ok(r)) => r,
             };
+            if current.origin() == origin {
+                self.per_origin.answered(url, &response);
+            }
             let status = response.status();
             if status.is_redirection() {
                 let next = response

@@ -83,7 +83,25 @@ struct Round {
     requested: HashMap<Key, Vec<String>>,
 }
 
+/// The graph of `roots`, with POMs fetched ahead of the walk
+/// ([`super::prefetch`]) until it is done.
 pub(super) async fn graph(
+    models: &Models<'_>,
+    roots: &[Coord],
+    excludes: &[Exclusion],
+    mode: Mode,
+) -> Result<Graph, MavenError> {
+    let walk = std::pin::pin!(rounds(models, roots, excludes, mode));
+    let ahead = std::pin::pin!(super::prefetch::prefetch(models, roots, excludes));
+    match futures_util::future::select(walk, ahead).await {
+        futures_util::future::Either::Left((graph, _)) => graph,
+        futures_util::future::Either::Right(((), walk)) => walk.await,
+    }
+}
+
+/// Walks until the versions settle (`spark`: the latest asked for anywhere
+/// wins, which may change what is asked for) or once (`maven`).
+async fn rounds(
     models: &Models<'_>,
     roots: &[Coord],
     excludes: &[Exclusion],
@@ -690,7 +708,15 @@ async fn available_versions(
         .await?
     {
         Ok(found) => found,
-        Err(misses) => return Ok((Vec::new(), misses)),
+        Err(misses) => {
+            // As Ivy does: the directory's listing, where a repository serves one.
+            let dir = format!("{}/{artifact}", group.replace('.', "/"));
+            let listed = match models.repos.listing(&dir).await {
+                Some(html) => super::metadata::listed_versions(&html),
+                None => Vec::new(),
+            };
+            return Ok((listed, misses));
+        }
     };
     let versions = super::metadata::versions(&found.bytes)
         .map_err(|why| MavenError::Malformed(format!("{path}: {why}")))?;

@@ -140,10 +140,49 @@ fn root_store(ca_files: &[CaFile]) -> Result<rustls::RootCertStore, HttpSetupErr
 /// The HTTP client every source shares: rustls with [`root_store`], HTTP/2 when
 /// offered (ALPN), proxies from the environment, no redirects (sources follow
 /// them, keeping credentials on the first origin).
+///
+/// One per configuration in a process: the Maven resolver, `oci://` references
+/// and the transfers share its pool, so the connections a resolution warmed
+/// carry its jars (a new connection costs a round trip, more over TLS).
 pub(crate) fn client(config: &HttpConfig) -> Result<reqwest::Client, HttpSetupError> {
-    client_builder(config)?
+    type Shared = std::sync::Mutex<Vec<(HttpConfig, reqwest::Client)>>;
+    static SHARED: std::sync::OnceLock<Shared> = std::sync::OnceLock::new();
+    if !SHARING.load(std::sync::atomic::Ordering::Relaxed) {
+        return client_builder(config)?
+            .build()
+            .map_err(HttpSetupError::Client);
+    }
+    let shared = SHARED.get_or_init(Default::default);
+    let same = |c: &HttpConfig| {
+        c.connect_timeout == config.connect_timeout
+            && c.pool_size == config.pool_size
+            && c.headers == config.headers
+            && c.ca_files
+                .iter()
+                .map(|f| &f.path)
+                .eq(config.ca_files.iter().map(|f| &f.path))
+    };
+    if let Some((_, client)) = shared.lock().expect("lock").iter().find(|(c, _)| same(c)) {
+        return Ok(client.clone());
+    }
+    let client = client_builder(config)?
         .build()
-        .map_err(HttpSetupError::Client)
+        .map_err(HttpSetupError::Client)?;
+    shared
+        .lock()
+        .expect("lock")
+        .push((config.clone(), client.clone()));
+    Ok(client)
+}
+
+/// Whether [`client`] shares clients: set by the binary, whose one runtime
+/// outlives them (a client's connections belong to the runtime that opened
+/// them; tests start a runtime each).
+static SHARING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes [`client`] share one client per configuration in this process.
+pub(crate) fn share_clients() {
+    SHARING.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The builder of [`client`], for a client that differs in one setting (the
