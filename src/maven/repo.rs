@@ -118,7 +118,7 @@ pub(crate) struct Repos {
     down: Mutex<HashSet<usize>>,
     cache: Mutex<HashMap<String, Cached>>,
     /// The `.sha1` answers, by repository and path.
-    sha1s: Mutex<HashMap<(usize, String), Arc<OnceCell<Sha1Answer>>>>,
+    sha1s: Mutex<HashMap<(usize, String), Sha1Slot>>,
     /// Files without a `.sha1`, per repository (warned about once, at the end).
     unverified: Mutex<BTreeMap<usize, Vec<String>>>,
 }
@@ -273,7 +273,7 @@ impl Repos {
             let mut all = self.sha1s.lock().expect("lock");
             all.entry((i, path.to_owned())).or_default().clone()
         };
-        cell.get_or_init(|| self.fetch_sha1(i, path)).await.clone()
+        *cell.get_or_init(|| self.fetch_sha1(i, path)).await
     }
 
     /// Warms the answer for `path.sha1` in repository `i` (the resolution
@@ -414,6 +414,9 @@ impl PerOrigin {
         }
     }
 }
+
+/// The answer for one `.sha1`, asked once.
+type Sha1Slot = Arc<OnceCell<Sha1Answer>>;
 
 /// What a repository answers for a `.sha1`.
 #[derive(Clone, Copy)]
