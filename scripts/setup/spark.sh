@@ -9,13 +9,20 @@
 # downloaded); otherwise it is made anew (the pyspark sdist is a ~320 MB download).
 #
 # Prints SPARK_HOME (the installed pyspark package directory) on the last line of stdout:
+#   (Spark 4 needs Java 17, Debian 12's default)
 #
 #   export SPARK_LOCALIZER_TEST_SPARK_HOME="$(bash scripts/setup/spark.sh | tail -n 1)"
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-PYSPARK_VERSION=3.5.3
-venv=target/spark-venv
+# A second Spark for the resolver's differential tests: `spark.sh 4.0.1` installs that
+# version into target/spark4-venv (Spark 4 resolves --packages with Ivy 2.5.3, 3.5 with
+# 2.5.1; tests/it/maven.rs runs both).
+PYSPARK_VERSION="${1:-3.5.3}"
+case "$PYSPARK_VERSION" in
+    3.5.3) venv=target/spark-venv ;;
+    *) venv="target/spark${PYSPARK_VERSION%%.*}-venv" ;;
+esac
 py="${venv}/bin/python"
 
 as_root() {
