@@ -808,3 +808,101 @@ fn a_lock_of_nothing_fetches_nothing() {
     out.expect_code(2)
         .expect_stderr("a truncated or edited lockfile");
 }
+
+/// Writes a POM (and a jar) of `g:a:v` with `deps` (`(gav, excluded g:a…)`)
+/// into the repository directory `root`.
+fn write_module(root: &Path, gav: &str, deps: &[(String, Vec<String>)]) {
+    let [g, a, v]: [&str; 3] = gav.split(':').collect::<Vec<_>>().try_into().unwrap();
+    let dir = root.join(g.replace('.', "/")).join(a).join(v);
+    std::fs::create_dir_all(&dir).unwrap();
+    let deps: String = deps
+        .iter()
+        .map(|(dep, excluded)| {
+            let [dg, da, dv]: [&str; 3] = dep.split(':').collect::<Vec<_>>().try_into().unwrap();
+            let exclusions: String = excluded
+                .iter()
+                .map(|e| {
+                    let (eg, ea) = e.split_once(':').unwrap();
+                    format!("<exclusion><groupId>{eg}</groupId><artifactId>{ea}</artifactId></exclusion>")
+                })
+                .collect();
+            format!("<dependency><groupId>{dg}</groupId><artifactId>{da}</artifactId><version>{dv}</version><exclusions>{exclusions}</exclusions></dependency>")
+        })
+        .collect();
+    std::fs::write(
+        dir.join(format!("{a}-{v}.pom")),
+        format!("<project><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version><dependencies>{deps}</dependencies></project>"),
+    )
+    .unwrap();
+    std::fs::write(dir.join(format!("{a}-{v}.jar")), gav).unwrap();
+}
+
+/// The shape that hung pods (exponential in `spark` mode, deaf to the deadline
+/// and SIGTERM): a 2-wide, 22-deep lattice of POMs served by nginx, one module
+/// of each pair excluding another artifact. Both modes resolve it (`spark`: every
+/// `x`, since the path through the `b`s excludes none); a stop mid-resolution
+/// is exit 7 with the termination message.
+#[test]
+fn exclusion_lattices_resolve_and_stop() {
+    const L: usize = 22;
+    let repo_dir = tempfile::tempdir().unwrap();
+    let root = repo_dir.path();
+    let xs: Vec<(String, Vec<String>)> = (0..L).map(|i| (format!("lat:x{i}:1"), vec![])).collect();
+    for i in 0..L {
+        let (a, b) = (format!("lat:a{}:1", i + 1), format!("lat:b{}:1", i + 1));
+        write_module(
+            root,
+            &format!("lat:a{i}:1"),
+            &[
+                (a.clone(), vec![format!("lat:x{i}")]),
+                (b.clone(), vec!["lat:y".into()]),
+            ],
+        );
+        write_module(root, &format!("lat:b{i}:1"), &[(a, vec![]), (b, vec![])]);
+        write_module(root, &format!("lat:x{i}:1"), &[]);
+    }
+    write_module(root, &format!("lat:a{L}:1"), &xs);
+    write_module(root, &format!("lat:b{L}:1"), &xs);
+    let Some(nginx) = Nginx::start(root) else {
+        return;
+    };
+    let url = nginx.url("/");
+    let sb = Sandbox::new();
+    for (mode, jars) in [("spark", 2 * (L + 1) + L), ("maven", 2 * (L + 1) + 1)] {
+        let out = sb
+            .resolve()
+            .args(["--packages", "lat:a0:1,lat:b0:1", "--resolution", mode])
+            .args(["--repositories", &url, "--only-repositories"])
+            .run();
+        out.expect_code(0);
+        assert_eq!(locked_names(&out.stdout).len(), jars, "{mode}: {out}");
+        eprintln!("{mode}: L={L} resolved in {:?}", out.elapsed);
+    }
+    // A stop while resolving (a repository that never answers): exit 7, the
+    // termination message written, soon after the signal.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let never = format!("http://{}/m2/", silent.local_addr().unwrap());
+    let running = sb
+        .fetch()
+        .args(["--packages", "lat:a0:1,lat:b0:1"])
+        .args(["--repositories", &never, "--only-repositories"])
+        .start();
+    // Waits for the connection the resolution opens, then signals.
+    silent.set_nonblocking(false).unwrap();
+    let _held = silent.accept().unwrap();
+    let signalled = std::time::Instant::now();
+    running.signal("TERM");
+    let out = running.finish();
+    out.expect_code(7)
+        .expect_stderr("stopped by a signal while resolving");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "took {:?} after the signal",
+        signalled.elapsed()
+    );
+    assert!(
+        sb.term_log_text().is_some_and(|t| t.contains("signal")),
+        "{:?}",
+        sb.term_log_text()
+    );
+}
