@@ -7,6 +7,7 @@ mod archive;
 mod checksums;
 mod hdfs;
 mod maven;
+mod maven_graph;
 mod oci;
 mod properties;
 mod ranges;
@@ -18,6 +19,7 @@ pub use archive::archive;
 pub use checksums::checksums;
 pub use hdfs::{hadoop_conf, hadoop_token, hdfs_warning, kerberos_files};
 pub use maven::{maven_coord, maven_metadata, maven_version, pom};
+pub use maven_graph::maven_graph;
 pub use oci::{oci_manifest, oci_reference, www_authenticate};
 pub use properties::properties;
 pub use ranges::{content_range, range};
@@ -40,6 +42,7 @@ const TARGETS: &[(&str, Target)] = &[
     ("hdfs_warning", hdfs_warning),
     ("kerberos_files", kerberos_files),
     ("maven_coord", maven_coord),
+    ("maven_graph", maven_graph),
     ("maven_metadata", maven_metadata),
     ("maven_version", maven_version),
     ("oci_manifest", oci_manifest),
