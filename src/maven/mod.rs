@@ -187,7 +187,23 @@ pub(crate) async fn resolve(
     let repos = Repos::new(request.repositories.clone(), transport);
     let models = model::Models::new(&repos, request.mode);
     let excludes = request.all_excludes();
-    let graph = resolve::graph(&models, &request.packages, &excludes, request.mode).await?;
+    // POMs and jar checksums fetched ahead of the walk ([`prefetch`]) until the
+    // resolution is done.
+    let work = std::pin::pin!(resolve_with(request, &repos, &models, &excludes));
+    let ahead = std::pin::pin!(prefetch::prefetch(&models, &request.packages, &excludes));
+    match futures_util::future::select(work, ahead).await {
+        futures_util::future::Either::Left((resolution, _)) => resolution,
+        futures_util::future::Either::Right(((), work)) => work.await,
+    }
+}
+
+async fn resolve_with(
+    request: &Request,
+    repos: &Repos,
+    models: &model::Models<'_>,
+    excludes: &[Exclusion],
+) -> Result<Resolution, MavenError> {
+    let graph = resolve::graph(models, &request.packages, excludes, request.mode).await?;
     let tree = resolve::tree(&graph);
     let with_jars: Vec<_> = graph
         .nodes
@@ -195,7 +211,7 @@ pub(crate) async fn resolve(
         .filter_map(|n| n.jar.clone().map(|jar| (n.repo, n.path.clone(), jar)))
         .filter(|(_, _, jar)| jar.ext == "jar")
         .collect();
-    let repos_ref = &repos;
+    let repos_ref = repos;
     let jars = futures_util::stream::iter(with_jars)
         .map(|(at, required_by, jar)| async move {
             let repo = &repos_ref.list[at];

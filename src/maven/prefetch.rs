@@ -14,6 +14,7 @@ use futures_util::{FutureExt, StreamExt};
 
 use super::coord::{Coord, Exclusion};
 use super::model::Models;
+use super::pom::RawPom;
 use super::version::{Dynamic, Requirement};
 
 /// Models being built at once (each origin bounds its own requests too).
@@ -35,22 +36,47 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
             queue.push_back((gav, Vec::new()));
         }
     }
+    let mut raw_seen: HashSet<(String, String, String)> = HashSet::new();
     let mut running = FuturesUnordered::new();
     loop {
         while running.len() < PARALLEL {
             let Some(((g, a, v), exclusions)) = queue.pop_front() else {
                 break;
             };
+            if raw_seen.insert((g.clone(), a.clone(), v.clone())) {
+                running.push(raw_job(
+                    models,
+                    g.clone(),
+                    a.clone(),
+                    v.clone(),
+                    exclusions.clone(),
+                ));
+            }
             running.push(
                 async move {
-                    let model = models.get(&g, &a, &v, Vec::new()).await.ok()?;
-                    Some((model, exclusions))
+                    let model = models.get(&g, &a, &v, Vec::new()).await.ok();
+                    Done::Model(model.map(|m| (m, exclusions)))
                 }
                 .boxed(),
             );
         }
         let Some(done) = running.next().await else {
             return;
+        };
+        let done = match done {
+            Done::Model(model) => model,
+            Done::Raw(raw, exclusions) => {
+                // Before its parents arrive: its parent, imports and the
+                // dependencies whose coordinates it writes out in full.
+                for gav in raw_ahead(&raw, &exclusions, excludes) {
+                    if raw_seen.len() < MAX_MODELS && raw_seen.insert(gav.clone()) {
+                        let (g, a, v) = gav;
+                        let exclusions = exclusions.clone();
+                        running.push(raw_job(models, g, a, v, exclusions));
+                    }
+                }
+                continue;
+            }
         };
         let Some((model, exclusions)) = done else {
             continue;
@@ -63,7 +89,7 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
             running.push(
                 async move {
                     models.repos.warm_sha1(repo, &path).await;
-                    None
+                    Done::Model(None)
                 }
                 .boxed(),
             );
@@ -94,4 +120,74 @@ fn soft(version: &str) -> bool {
     Dynamic::parse(version).is_none()
         && matches!(Requirement::parse(version), Ok(Requirement::Soft(_)))
         && super::metadata::usable_part(version)
+}
+
+/// What a job of the prefetch gives.
+enum Done {
+    /// A model built (none when it could not be, or for a warmed `.sha1`).
+    Model(Option<(std::sync::Arc<super::model::Model>, Vec<Exclusion>)>),
+    /// A raw POM read, and the exclusions of the path that led to it.
+    Raw(RawPom, Vec<Exclusion>),
+}
+
+/// Reads the raw POM of `g:a:v` (it is then in the repositories' cache for the
+/// model that needs it).
+fn raw_job<'a>(
+    models: &'a Models<'_>,
+    g: String,
+    a: String,
+    v: String,
+    exclusions: Vec<Exclusion>,
+) -> futures_util::future::BoxFuture<'a, Done> {
+    async move {
+        let path = Coord::new(&g, &a, &v).pom().path();
+        match models.repos.first(&path, super::pom::MAX_POM).await {
+            Ok(Ok(found)) => match super::pom::parse(&found.bytes) {
+                Ok(raw) => Done::Raw(raw, exclusions),
+                Err(_) => Done::Model(None),
+            },
+            _ => Done::Model(None),
+        }
+    }
+    .boxed()
+}
+
+/// The POMs a raw POM names in full (no `${…}`, no missing version): its
+/// parent, its imported BOMs, and its dependencies the walk would follow.
+fn raw_ahead(
+    raw: &RawPom,
+    exclusions: &[Exclusion],
+    excludes: &[Exclusion],
+) -> Vec<(String, String, String)> {
+    let literal = |s: &str| !s.contains("${") && super::metadata::usable_part(s);
+    let mut out = Vec::new();
+    if let Some(p) = &raw.parent {
+        if [&p.group, &p.artifact].iter().all(|s| literal(s))
+            && literal(&p.version)
+            && soft(&p.version)
+        {
+            out.push((p.group.clone(), p.artifact.clone(), p.version.clone()));
+        }
+    }
+    let imports = raw
+        .management
+        .iter()
+        .filter(|d| d.scope.as_deref() == Some("import"));
+    let deps = raw.dependencies.iter().filter(|d| {
+        matches!(d.scope.as_deref(), None | Some("compile" | "runtime"))
+            && d.optional.as_deref().map(str::trim) != Some("true")
+            && !exclusions
+                .iter()
+                .chain(excludes)
+                .any(|e| e.matches(&d.group, &d.artifact))
+    });
+    for d in imports.chain(deps) {
+        let Some(v) = d.version.as_deref() else {
+            continue;
+        };
+        if literal(&d.group) && literal(&d.artifact) && literal(v) && soft(v) {
+            out.push((d.group.clone(), d.artifact.clone(), v.to_owned()));
+        }
+    }
+    out
 }

@@ -83,25 +83,10 @@ struct Round {
     requested: HashMap<Key, Vec<String>>,
 }
 
-/// The graph of `roots`, with POMs fetched ahead of the walk
-/// ([`super::prefetch`]) until it is done.
+/// The graph of `roots`: walked until the versions settle (`spark`: the
+/// latest asked for anywhere wins, which may change what is asked for) or
+/// once (`maven`).
 pub(super) async fn graph(
-    models: &Models<'_>,
-    roots: &[Coord],
-    excludes: &[Exclusion],
-    mode: Mode,
-) -> Result<Graph, MavenError> {
-    let walk = std::pin::pin!(rounds(models, roots, excludes, mode));
-    let ahead = std::pin::pin!(super::prefetch::prefetch(models, roots, excludes));
-    match futures_util::future::select(walk, ahead).await {
-        futures_util::future::Either::Left((graph, _)) => graph,
-        futures_util::future::Either::Right(((), walk)) => walk.await,
-    }
-}
-
-/// Walks until the versions settle (`spark`: the latest asked for anywhere
-/// wins, which may change what is asked for) or once (`maven`).
-async fn rounds(
     models: &Models<'_>,
     roots: &[Coord],
     excludes: &[Exclusion],
