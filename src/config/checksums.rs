@@ -132,11 +132,6 @@ impl Checksums {
             .map(|(key, pin)| (key.as_str(), pin.digest))
     }
 
-    /// Whether nothing is pinned.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.order.len()
     }

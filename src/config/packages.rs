@@ -50,29 +50,7 @@ pub(crate) fn settings(
         .first()
         .map(|(_, o)| o.clone())
         .unwrap_or_else(|| layers.origin(&table::PACKAGES));
-    let mut packages = Vec::new();
-    for (spec, origin) in &packages_given {
-        // The jar is published as `group_artifact-version[-classifier].jar`:
-        // a name the jars directory cannot take is refused before any traffic.
-        let named = Coord::parse_package(spec).and_then(|c| {
-            crate::layout::check_name(&c.spark_name())
-                .map(|()| c.clone())
-                .map_err(|why| {
-                    format!(
-                        "'{spec}' would name its jar {}: that name {why}; a package's group, artifact and version must fit",
-                        c.spark_name()
-                    )
-                })
-        });
-        match named {
-            Ok(c) if !packages.contains(&c) => packages.push(c),
-            Ok(_) => {}
-            Err(reason) => problems.push(ConfigError::Invalid {
-                what: origin.to_string(),
-                reason,
-            }),
-        }
-    }
+    let packages = parse_packages(&packages_given, problems);
     let mut excludes = Vec::new();
     for (spec, origin) in split(&table::EXCLUDE_PACKAGES, &args.exclude_packages) {
         match Exclusion::parse(&spec) {
@@ -153,6 +131,34 @@ pub(crate) fn settings(
     }
 }
 
+/// The coordinates of `--packages` (each once), or the problem with each.
+fn parse_packages(given: &[(String, Origin)], problems: &mut Problems) -> Vec<Coord> {
+    let mut packages = Vec::new();
+    for (spec, origin) in given {
+        // The jar is published as `group_artifact-version[-classifier].jar`:
+        // a name the jars directory cannot take is refused before any traffic.
+        let named = Coord::parse_package(spec).and_then(|c| {
+            crate::layout::check_name(&c.spark_name())
+                .map(|()| c.clone())
+                .map_err(|why| {
+                    format!(
+                        "'{spec}' would name its jar {}: that name {why}; a package's group, artifact and version must fit",
+                        c.spark_name()
+                    )
+                })
+        });
+        match named {
+            Ok(c) if !packages.contains(&c) => packages.push(c),
+            Ok(_) => {}
+            Err(reason) => problems.push(ConfigError::Invalid {
+                what: origin.to_string(),
+                reason,
+            }),
+        }
+    }
+    packages
+}
+
 /// A Secret directory of repository credentials: the file named after a
 /// repository's host holds `username:password` for it. A repository URL's own
 /// userinfo wins.
@@ -227,25 +233,8 @@ pub(crate) fn load_lock(
             return;
         }
     };
-    // A resolution of nothing is written as such (`# jars: 0`); any other
-    // lockfile without a pin is empty, truncated or mis-mounted.
-    let resolved_to_nothing =
-        text.starts_with("# spark-localizer lockfile:") && text.lines().any(|l| l == "# jars: 0");
-    let said = text
-        .lines()
-        .find_map(|l| l.strip_prefix("# jars: "))
-        .and_then(|n| n.trim().parse::<usize>().ok());
-    if let Some(said) = said.filter(|&n| n != pins.len()) {
-        problems.push(invalid(format!(
-            "it says it pins {said} jar(s) but holds {} (a truncated or edited lockfile); write it again with `spark-localizer resolve --lock`",
-            pins.len()
-        )));
-        return;
-    }
-    if pins.is_empty() && !resolved_to_nothing {
-        problems.push(invalid(
-            "it pins no jar (an empty or mis-mounted lockfile would start the job without its jars); write it with `spark-localizer resolve --lock`".into(),
-        ));
+    if let Err(why) = pins_as_said(&text, pins.len()) {
+        problems.push(invalid(why));
         return;
     }
     if let Some(request) = declared {
@@ -322,4 +311,24 @@ pub(crate) fn load_lock(
             })
         }
     }
+}
+
+/// Whether a lockfile holds as many pins as its `# jars:` line says, and some
+/// unless it was written for a resolution of nothing (`# jars: 0`): any other
+/// lockfile without a pin is empty, truncated or mis-mounted.
+fn pins_as_said(text: &str, pins: usize) -> Result<(), String> {
+    let said = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# jars: "))
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    if let Some(said) = said.filter(|&n| n != pins) {
+        return Err(format!(
+            "it says it pins {said} jar(s) but holds {pins} (a truncated or edited lockfile); write it again with `spark-localizer resolve --lock`"
+        ));
+    }
+    let resolved_to_nothing = text.starts_with("# spark-localizer lockfile:") && said == Some(0);
+    if pins == 0 && !resolved_to_nothing {
+        return Err("it pins no jar (an empty or mis-mounted lockfile would start the job without its jars); write it with `spark-localizer resolve --lock`".into());
+    }
+    Ok(())
 }

@@ -127,7 +127,7 @@ enum Done {
     /// A model built (none when it could not be, or for a warmed `.sha1`).
     Model(Option<(std::sync::Arc<super::model::Model>, Vec<Exclusion>)>),
     /// A raw POM read, and the exclusions of the path that led to it.
-    Raw(RawPom, Vec<Exclusion>),
+    Raw(Box<RawPom>, Vec<Exclusion>),
 }
 
 /// Reads the raw POM of `g:a:v` (it is then in the repositories' cache for the
@@ -143,7 +143,7 @@ fn raw_job<'a>(
         let path = Coord::new(&g, &a, &v).pom().path();
         match models.repos.first(&path, super::pom::MAX_POM).await {
             Ok(Ok(found)) => match super::pom::parse(&found.bytes) {
-                Ok(raw) => Done::Raw(raw, exclusions),
+                Ok(raw) => Done::Raw(Box::new(raw), exclusions),
                 Err(_) => Done::Model(None),
             },
             _ => Done::Model(None),
