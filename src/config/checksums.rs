@@ -330,7 +330,7 @@ mod tests {
             ]
         );
         assert_eq!(sums.len(), 5);
-        assert!(!sums.is_empty());
+        assert_ne!(sums.len(), 0);
         assert_eq!(sums.lookup("https://x/app.jar", "app.jar"), Some(digest(A)));
         assert_eq!(
             sums.lookup("https://x/y.jar", "tagged.jar"),
