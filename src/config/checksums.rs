@@ -132,6 +132,12 @@ impl Checksums {
             .map(|(key, pin)| (key.as_str(), pin.digest))
     }
 
+    /// Whether nothing is pinned.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.order.len()
     }
@@ -330,7 +336,7 @@ mod tests {
             ]
         );
         assert_eq!(sums.len(), 5);
-        assert_ne!(sums.len(), 0);
+        assert!(!sums.is_empty());
         assert_eq!(sums.lookup("https://x/app.jar", "app.jar"), Some(digest(A)));
         assert_eq!(
             sums.lookup("https://x/y.jar", "tagged.jar"),
