@@ -66,6 +66,8 @@ pub(crate) struct Models<'a> {
     /// Which resolver's rules apply where they differ (the order of BOM imports).
     mode: Mode,
     built: Mutex<HashMap<String, Slot>>,
+    /// BOMs built for an import ([`Models::import`]).
+    imported: Mutex<HashMap<String, Result<Arc<Model>, MavenError>>>,
 }
 
 impl<'a> Models<'a> {
@@ -74,6 +76,7 @@ impl<'a> Models<'a> {
             repos,
             mode,
             built: Mutex::new(HashMap::new()),
+            imported: Mutex::new(HashMap::new()),
         }
     }
 
@@ -108,6 +111,50 @@ impl<'a> Models<'a> {
             slot.get_or_init(|| self.build(group, artifact, version, chain))
                 .await
                 .clone()
+        }
+        .boxed()
+    }
+
+    /// The effective model of a BOM that `chain`'s last module imports. Never
+    /// waits for a build in progress elsewhere: two BOMs importing each other,
+    /// built at once from both ends, would wait for each other for ever. A
+    /// build already done is reused; else it is built here, along `chain`
+    /// (where a cycle is found), and kept.
+    fn import(
+        &'a self,
+        group: &'a str,
+        artifact: &'a str,
+        version: &'a str,
+        chain: Vec<String>,
+    ) -> BoxFuture<'a, Result<Arc<Model>, MavenError>> {
+        async move {
+            let id = format!("{group}:{artifact}:{version}");
+            if chain.contains(&id) {
+                return Err(MavenError::Malformed(format!(
+                    "a cycle of parents or imports: {} -> {id}",
+                    chain.join(" -> ")
+                )));
+            }
+            if chain.len() > MAX_DEPTH {
+                return Err(MavenError::Malformed(format!(
+                    "parents and imports nest more than {MAX_DEPTH} deep at {id}"
+                )));
+            }
+            let done = {
+                let built = self.built.lock().expect("lock");
+                built.get(&id).and_then(|slot| slot.get().cloned())
+            };
+            if let Some(done) = done {
+                return done;
+            }
+            if let Some(done) = self.imported.lock().expect("lock").get(&id).cloned() {
+                return done;
+            }
+            let mut chain = chain;
+            chain.push(id.clone());
+            let done = self.build(group, artifact, version, chain).await;
+            self.imported.lock().expect("lock").insert(id, done.clone());
+            done
         }
         .boxed()
     }
@@ -161,7 +208,7 @@ impl<'a> Models<'a> {
                 )));
             };
             let bom = self
-                .get(&dep.group, &dep.artifact, &v, chain.clone())
+                .import(&dep.group, &dep.artifact, &v, chain.clone())
                 .await?;
             for managed in &bom.management {
                 match management.iter().position(|m| m.key() == managed.key()) {

@@ -18,6 +18,8 @@ struct Mem {
     files: HashMap<String, Vec<u8>>,
     down: Vec<String>,
     log: Mutex<Vec<String>>,
+    /// Times each GET yields before it answers (requests then overlap).
+    yields: usize,
 }
 
 const REPO: &str = "http://repo.test/m2/";
@@ -57,6 +59,9 @@ impl Mem {
 impl Transport for Mem {
     async fn get(&self, url: &url::Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
         self.log.lock().unwrap().push(url.to_string());
+        for _ in 0..self.yields {
+            tokio::task::yield_now().await;
+        }
         if self.down.iter().any(|d| url.as_str().starts_with(d)) {
             return Err(TransportError::Unreachable("connection refused".into()));
         }
@@ -218,6 +223,7 @@ fn clone_mem(m: &Mem) -> Mem {
         files: m.files.clone(),
         down: m.down.clone(),
         log: Mutex::new(Vec::new()),
+        yields: m.yields,
     }
 }
 
@@ -888,4 +894,27 @@ async fn dynamic_revisions_resolve_as_spark_does() {
     let (r, _) = run(clone_mem(&m), &["g:lib:4.+"], Mode::Maven).await;
     let e = r.unwrap_err().to_string();
     assert!(e.contains("--resolution spark"), "{e}");
+}
+
+/// Two BOMs that import each other, asked for at once (two packages, and the
+/// POMs fetched ahead of the walk): a cycle named, not two builds waiting on
+/// each other until the deadline.
+#[tokio::test]
+async fn boms_importing_each_other_are_a_cycle_not_a_hang() {
+    let mut m = Mem::default();
+    let import = |gav: &str| {
+        let [g, a, v]: [&str; 3] = gav.split(':').collect::<Vec<_>>().try_into().unwrap();
+        format!("<dependencyManagement><dependencies><dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version><type>pom</type><scope>import</scope></dependency></dependencies></dependencyManagement>")
+    };
+    m.pom("g:a:1", &format!("{}{}", import("g:b:1"), deps(&["g:b:1"])));
+    m.pom("g:b:1", &format!("{}{}", import("g:a:1"), deps(&["g:a:1"])));
+    m.yields = 3;
+    for packages in [&["g:a:1", "g:b:1"][..], &["g:a:1"]] {
+        let run = run(clone_mem(&m), packages, Mode::Spark);
+        let (r, _) = tokio::time::timeout(std::time::Duration::from_secs(60), run)
+            .await
+            .expect("a cycle of imports hung");
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("cycle"), "{e}");
+    }
 }
