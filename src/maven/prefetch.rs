@@ -140,6 +140,10 @@ fn raw_job<'a>(
     exclusions: Vec<Exclusion>,
 ) -> futures_util::future::BoxFuture<'a, Done> {
     async move {
+        // A snapshot's POM is named by its metadata: left to the walk.
+        if v.ends_with("-SNAPSHOT") {
+            return Done::Model(None);
+        }
         let path = Coord::new(&g, &a, &v).pom().path();
         match models.repos.first(&path, super::pom::MAX_POM).await {
             Ok(Ok(found)) => match super::pom::parse(&found.bytes) {
