@@ -181,23 +181,99 @@ impl fmt::Display for Exclusion {
     }
 }
 
-/// `*` matches any run of characters, everything else itself.
+/// Ivy's glob, as Spark's `--exclude-packages` (and Ivy's POM exclusions)
+/// match: `*` any run of characters, `?` one character, `[abc]`, `[a-z]` one of
+/// them (`[!…]` or `[^…]`: none of them), everything else itself. Linear in
+/// the text for each star (two pointers, back to the last star): never
+/// exponential, whatever the pattern.
 pub(crate) fn glob(pattern: &str, text: &str) -> bool {
-    let Some((head, rest)) = pattern.split_once('*') else {
-        return pattern == text;
-    };
-    let Some(mut text) = text.strip_prefix(head) else {
-        return false;
-    };
-    let mut pieces: Vec<&str> = rest.split('*').collect();
-    let last = pieces.pop().unwrap_or_default();
-    for piece in pieces {
-        match text.find(piece) {
-            Some(at) => text = &text[at + piece.len()..],
-            None => return false,
+    let tokens = tokens(pattern);
+    let text: Vec<char> = text.chars().collect();
+    let (mut t, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(Token::Star) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(token) if token.matches(text[t]) => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
         }
     }
-    text.len() >= last.len() && text.ends_with(last)
+    tokens[p..].iter().all(|t| matches!(t, Token::Star))
+}
+
+/// One element of a glob pattern.
+enum Token {
+    Star,
+    Any,
+    Char(char),
+    /// `[…]`: the ranges, and whether they are negated.
+    Class(Vec<(char, char)>, bool),
+}
+
+impl Token {
+    fn matches(&self, c: char) -> bool {
+        match self {
+            Token::Star => true,
+            Token::Any => true,
+            Token::Char(x) => *x == c,
+            Token::Class(ranges, negated) => {
+                ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated
+            }
+        }
+    }
+}
+
+fn tokens(pattern: &str) -> Vec<Token> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '*' => out.push(Token::Star),
+            '?' => out.push(Token::Any),
+            '[' => {
+                // A class up to the next `]` (a `]` first in it is itself);
+                // without one, `[` is itself.
+                let negated = matches!(chars.get(i + 1), Some('!' | '^'));
+                let start = i + 1 + usize::from(negated);
+                let close = (start + 1..chars.len()).find(|&k| chars[k] == ']');
+                match close.filter(|_| start < chars.len()) {
+                    Some(end) => {
+                        let mut ranges = Vec::new();
+                        let mut k = start;
+                        while k < end {
+                            if k + 2 < end && chars[k + 1] == '-' {
+                                ranges.push((chars[k], chars[k + 2]));
+                                k += 3;
+                            } else {
+                                ranges.push((chars[k], chars[k]));
+                                k += 1;
+                            }
+                        }
+                        out.push(Token::Class(ranges, negated));
+                        i = end;
+                    }
+                    None => out.push(Token::Char('[')),
+                }
+            }
+            c => out.push(Token::Char(c)),
+        }
+        i += 1;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -259,6 +335,16 @@ mod tests {
         assert!(glob("*scala-library*", "scala-library"));
         assert!(glob("a*b*c", "aXbYc"));
         assert!(!glob("a*b*c", "aXcYb"));
+        // Ivy's ? and [..], as Spark's --exclude-packages matches them.
+        assert!(glob("org.codehaus.plexu?", "org.codehaus.plexus"));
+        assert!(!glob("org.codehaus.plexu?", "org.codehaus.plexu"));
+        assert!(glob("plexus-[cu]*", "plexus-utils") && glob("plexus-[cu]*", "plexus-cipher"));
+        assert!(!glob("plexus-[cu]*", "plexus-interpolation"));
+        assert!(glob("v[0-9]", "v7") && !glob("v[!0-9]", "v7") && glob("v[^0-9]", "vx"));
+        assert!(glob("a[", "a[") && glob("*", "") && !glob("?", ""));
+        // Many stars against a long text: linear per star, not exponential.
+        let long = "a".repeat(2000);
+        assert!(!glob(&format!("{}b", "*a".repeat(50)), &long));
         assert!(Exclusion::parse("nocolon").is_err());
         for bad in ["", "..", ".x", "a/../b", "a\\b", "a b", "e/../../x", "a\nb"] {
             assert!(check_part(bad).is_err(), "{bad:?}");

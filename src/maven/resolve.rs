@@ -157,8 +157,8 @@ async fn traverse(
         reach: Reach::default(),
         pom_asked: HashMap::new(),
     };
-    // The version the first declaration of each package asks for.
-    let mut declared_first: HashMap<Key, String> = HashMap::new();
+    // Each package's declarations: where in `--packages`, and the version asked.
+    let mut declared: HashMap<Key, Vec<(usize, String)>> = HashMap::new();
     let mut requested: HashMap<Key, Vec<String>> = HashMap::new();
     while !level.is_empty() {
         // The versions this level asks for, then every POM of them at once.
@@ -181,12 +181,17 @@ async fn traverse(
             }
             let key = (p.group.clone(), p.artifact.clone());
             if p.caller.is_none() {
-                declared_first
+                declared
                     .entry(key.clone())
-                    .or_insert_with(|| version.clone());
+                    .or_default()
+                    .push((p.root, version.clone()));
             } else {
-                let first = walk.pom_asked.entry(key.clone()).or_insert(p.root);
+                let (first, last) = walk
+                    .pom_asked
+                    .entry(key.clone())
+                    .or_insert((p.root, p.root));
                 *first = (*first).min(p.root);
+                *last = (*last).max(p.root);
             }
             let chosen = winners
                 .get(&key)
@@ -223,7 +228,7 @@ async fn traverse(
     }
     if mode == Mode::Spark {
         walk.release_held();
-        walk.drop_lost_declarations(&declared_first, winners);
+        walk.drop_lost_declarations(&declared, winners);
     }
     let mut graph = walk.graph;
     let mut seen = HashSet::new();
@@ -267,8 +272,9 @@ struct Walk<'e> {
     visits: Vec<Visit>,
     by_key: HashMap<Key, usize>,
     reach: Reach,
-    /// Modules a POM asked for, and the first package whose dependencies did.
-    pom_asked: HashMap<Key, usize>,
+    /// Modules a POM asked for, and the first and last package whose
+    /// dependencies did.
+    pom_asked: HashMap<Key, (usize, usize)>,
 }
 
 impl Walk<'_> {
@@ -390,7 +396,7 @@ impl Walk<'_> {
             && self
                 .pom_asked
                 .get(&key)
-                .is_none_or(|&first| first >= p.root)
+                .is_none_or(|&(first, _)| first >= p.root)
     }
 
     /// A classifier or type asked of an evicted version, not carried now.
@@ -429,19 +435,30 @@ impl Walk<'_> {
 
     /// Ivy 2.5 (Spark 3.5 and 4) loses the jar of a package declared twice
     /// when its first declaration asks for a version that loses: the winner's
-    /// dependencies are retrieved, its own jar is not, unless a POM asks for
-    /// the module too.
+    /// dependencies are retrieved, its own jar is not, unless a POM of a
+    /// package declared after the winner's last declaration asks for the
+    /// module (found against Spark: `api:1, simple (-> api:2), api:2` gives no
+    /// api jar; `api:1, api:2, user (-> api:2)` gives api 2).
     fn drop_lost_declarations(
         &mut self,
-        declared_first: &HashMap<Key, String>,
+        declared: &HashMap<Key, Vec<(usize, String)>>,
         winners: &HashMap<Key, String>,
     ) {
-        for (key, first) in declared_first {
-            let Some(&at) = self.by_key.get(key) else {
+        for (key, declarations) in declared {
+            let (Some(&at), Some((_, first))) = (self.by_key.get(key), declarations.first()) else {
                 continue;
             };
             let used = winners.get(key).unwrap_or(&self.visits[at].version);
-            if used != first && !self.pom_asked.contains_key(key) {
+            let last_winner = declarations
+                .iter()
+                .filter(|(_, v)| v == used)
+                .map(|&(root, _)| root)
+                .max();
+            let kept = self
+                .pom_asked
+                .get(key)
+                .is_some_and(|&(_, last)| last_winner.is_none_or(|w| last > w));
+            if used != first && !kept {
                 let id = self.visits[at].id;
                 tracing::info!(
                     "{}:{}: declared first as {first}, which loses to {used}: its jar is left out, as Spark's Ivy does",
@@ -709,8 +726,9 @@ async fn available_versions(
 }
 
 /// The model of `g:a:v`, following relocations (a few hops). Ivy (`spark`)
-/// treats a relocation to another version of the same module as Spark sees it:
-/// only the relocated version's dependencies count, not its jar.
+/// reads a relocation to another module as a dependency on it, and one to
+/// another version of the same module as Spark sees it: only the relocated
+/// version's dependencies count, not its jar.
 async fn load_relocated(
     models: &Models<'_>,
     mode: Mode,
@@ -739,6 +757,28 @@ async fn load_relocated(
             target.1,
             target.2
         );
+        if mode == Mode::Spark && (target.0 != g || target.1 != a) {
+            // Ivy reads a relocated POM as a module without an artifact that
+            // depends on its new coordinates: the target meets conflicts and
+            // exclusions (`--exclude-packages` too) as any dependency does.
+            return Ok(Arc::new(Model {
+                coord: Coord::new(&g, &a, &v),
+                packaging: "pom".into(),
+                repo: model.repo,
+                dependencies: vec![super::model::Dep {
+                    group: target.0,
+                    artifact: target.1,
+                    version: Some(target.2),
+                    kind: "jar".into(),
+                    classifier: None,
+                    scope: None,
+                    optional: false,
+                    exclusions: Vec::new(),
+                }],
+                management: Vec::new(),
+                relocation: None,
+            }));
+        }
         if mode == Mode::Spark && target.0 == g && target.1 == a {
             let relocated = models
                 .get(&target.0, &target.1, &target.2, Vec::new())

@@ -262,9 +262,11 @@ async fn exclusions_ranges_relocations_and_classifiers() {
             "g:a:1",
             "g:b:1",
             "g:ranged:1.5",
-            "g2:old:1",
             "g:native:1:linux",
-            "g:kept:1"
+            "g:kept:1",
+            // A relocation is, as Ivy reads it, a dependency on the new
+            // coordinates: one level further.
+            "g2:old:1"
         ]
     );
 }

@@ -199,6 +199,23 @@ fn packages_resolve_to_what_spark_resolves() {
         ),
         // [x] is x, listing nothing (Debian's repository has no metadata).
         ("com.google.inject:guice:[4.2.3]", ""),
+        // A relocation is a dependency on the new coordinates: it meets
+        // conflicts and --exclude-packages (found by a black-box round).
+        (
+            "org.apache.maven:maven-aether-provider:3.x,org.apache.maven:maven-resolver-provider:3.8.7",
+            "",
+        ),
+        (
+            "org.apache.maven:maven-aether-provider:3.x",
+            "org.apache.maven:maven-resolver-provider",
+        ),
+        // Declared twice with a package between that asks for it: no jar of it.
+        (
+            "org.slf4j:slf4j-api:debian,org.slf4j:slf4j-simple:1.7.32,org.slf4j:slf4j-api:1.7.32",
+            "",
+        ),
+        // Ivy's glob: ? and [..].
+        ("org.apache.maven:maven-core:3.8.7", "org.codehaus.plexu?:*,*:plexus-[cu]*"),
     ])
     .collect();
     // Both read the same Ivy settings file, as spark.jars.ivySettings.
