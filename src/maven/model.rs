@@ -91,17 +91,7 @@ impl<'a> Models<'a> {
     ) -> BoxFuture<'a, Result<Arc<Model>, MavenError>> {
         async move {
             let id = format!("{group}:{artifact}:{version}");
-            if chain.contains(&id) {
-                return Err(MavenError::Malformed(format!(
-                    "a cycle of parents or imports: {} -> {id}",
-                    chain.join(" -> ")
-                )));
-            }
-            if chain.len() > MAX_DEPTH {
-                return Err(MavenError::Malformed(format!(
-                    "parents and imports nest more than {MAX_DEPTH} deep at {id}"
-                )));
-            }
+            check_chain(&chain, &id)?;
             let slot = {
                 let mut built = self.built.lock().expect("lock");
                 built.entry(id.clone()).or_default().clone()
@@ -129,17 +119,7 @@ impl<'a> Models<'a> {
     ) -> BoxFuture<'a, Result<Arc<Model>, MavenError>> {
         async move {
             let id = format!("{group}:{artifact}:{version}");
-            if chain.contains(&id) {
-                return Err(MavenError::Malformed(format!(
-                    "a cycle of parents or imports: {} -> {id}",
-                    chain.join(" -> ")
-                )));
-            }
-            if chain.len() > MAX_DEPTH {
-                return Err(MavenError::Malformed(format!(
-                    "parents and imports nest more than {MAX_DEPTH} deep at {id}"
-                )));
-            }
+            check_chain(&chain, &id)?;
             let done = {
                 let built = self.built.lock().expect("lock");
                 built.get(&id).and_then(|slot| slot.get().cloned())
@@ -301,6 +281,23 @@ impl<'a> Models<'a> {
         })?;
         Ok((raw, found.repo))
     }
+}
+
+/// `id` may be built along `chain` (the parents and imports that led to it):
+/// not already on it, not too deep.
+fn check_chain(chain: &[String], id: &str) -> Result<(), MavenError> {
+    if chain.iter().any(|c| c == id) {
+        return Err(MavenError::Malformed(format!(
+            "a cycle of parents or imports: {} -> {id}",
+            chain.join(" -> ")
+        )));
+    }
+    if chain.len() > MAX_DEPTH {
+        return Err(MavenError::Malformed(format!(
+            "parents and imports nest more than {MAX_DEPTH} deep at {id}"
+        )));
+    }
+    Ok(())
 }
 
 fn coord_text(c: &Coord) -> String {

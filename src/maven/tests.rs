@@ -97,6 +97,16 @@ async fn run(
     packages: &[&str],
     mode: Mode,
 ) -> (Result<Resolution, MavenError>, Arc<Mem>) {
+    run_excluding(mem, packages, &[], mode).await
+}
+
+/// [`run`] with `--exclude-packages`.
+async fn run_excluding(
+    mem: Mem,
+    packages: &[&str],
+    excludes: &[&str],
+    mode: Mode,
+) -> (Result<Resolution, MavenError>, Arc<Mem>) {
     let mem = Arc::new(mem);
     let request = Request {
         packages: packages
@@ -104,7 +114,10 @@ async fn run(
             .map(|p| Coord::parse_package(p).unwrap())
             .collect(),
         repositories: vec![Repo::new(REPO).unwrap()],
-        excludes: Vec::new(),
+        excludes: excludes
+            .iter()
+            .map(|e| Exclusion::parse(e).unwrap())
+            .collect(),
         mode,
     };
     (resolve(&request, mem.clone()).await, mem)
@@ -762,21 +775,12 @@ async fn excludes_apply_to_the_packages_asked_for() {
         "org.slf4j:jul-to-slf4j:1",
         &deps(&["org.slf4j:slf4j-api:1"]),
     );
-    let resolve_with = |excludes: &[&str], packages: &[&str]| {
-        let mem = Arc::new(clone_mem(&m));
-        let request = Request {
-            packages: packages
-                .iter()
-                .map(|p| Coord::parse_package(p).unwrap())
-                .collect(),
-            repositories: vec![Repo::new(REPO).unwrap()],
-            excludes: excludes
-                .iter()
-                .map(|e| Exclusion::parse(e).unwrap())
-                .collect(),
-            mode: Mode::Spark,
-        };
-        async move { names(&resolve(&request, mem).await.unwrap()) }
+    let resolve_with = |excludes: &'static [&'static str], packages: &'static [&'static str]| {
+        let mem = clone_mem(&m);
+        async move {
+            let (r, _) = run_excluding(mem, packages, excludes, Mode::Spark).await;
+            names(&r.unwrap())
+        }
     };
     assert_eq!(
         resolve_with(
