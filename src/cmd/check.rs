@@ -285,7 +285,7 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
             &table::PARALLELISM,
             if s.parallelism_max > s.parallelism {
                 format!(
-                    "{} to start, up to {} while throughput grows",
+                    "one per artifact to start, {} to {}",
                     s.parallelism, s.parallelism_max
                 )
             } else {

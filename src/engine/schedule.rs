@@ -29,12 +29,11 @@ impl RunState<'_> {
         let shared_opts = Arc::new(self.opts.clone());
         let counting = Counting::new(reporter);
         let reporter: Arc<dyn Reporter> = counting.clone();
-        let slots = Arc::new(Semaphore::new(self.opts.parallelism.max(1)));
-        let mut climb = HillClimb::new(
-            self.opts.parallelism,
-            self.opts.parallelism_max,
-            Instant::now(),
-        );
+        let start =
+            starting_parallelism(self.opts.parallelism, self.opts.parallelism_max, todo.len());
+        debug!("{start} transfers at once to start with");
+        let slots = Arc::new(Semaphore::new(start));
+        let mut climb = HillClimb::new(start, self.opts.parallelism_max, Instant::now());
         let mut ticks = tokio::time::interval(WINDOW);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut queue = todo.into_iter().peekable();
@@ -77,6 +76,16 @@ impl RunState<'_> {
     }
 }
 
+/// Transfers at once to start with: a given `--parallelism` (`max` equal to
+/// it) as given; by default one per artifact up to `max`, at least `configured`.
+/// Each artifact costs a round trip at least, so a plan of many small ones
+/// gains nothing from starting low; an origin that closes connections is
+/// kept to a few requests at once by the HTTP source
+/// ([`crate::net::origins`]), whatever starts here.
+fn starting_parallelism(configured: usize, max: usize, artifacts: usize) -> usize {
+    artifacts.clamp(configured, max.max(configured)).max(1)
+}
+
 /// One transfer under the deadline and the stop signal; what it did before either
 /// (attempts, the last error) stays in its outcome.
 async fn transfer_task(
@@ -101,5 +110,21 @@ async fn transfer_task(
     Outcome {
         duration: started.elapsed(),
         ..outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::starting_parallelism;
+
+    #[test]
+    fn a_plan_of_many_artifacts_starts_wide_and_a_given_parallelism_is_kept() {
+        // The default: 8, growing to 32.
+        assert_eq!(starting_parallelism(8, 32, 1), 8);
+        assert_eq!(starting_parallelism(8, 32, 20), 20);
+        assert_eq!(starting_parallelism(8, 32, 200), 32);
+        // --parallelism 4 and 64: fixed.
+        assert_eq!(starting_parallelism(4, 4, 200), 4);
+        assert_eq!(starting_parallelism(64, 64, 3), 64);
     }
 }

@@ -20,7 +20,6 @@ pub(crate) mod version;
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
 use url::Url;
 
 use self::coord::{Coord, Exclusion};
@@ -212,8 +211,10 @@ async fn resolve_with(
         .filter(|(_, _, jar)| jar.ext == "jar")
         .collect();
     let repos_ref = repos;
-    let jars = futures_util::stream::iter(with_jars)
-        .map(|(at, required_by, jar)| async move {
+    // All at once (each origin bounds its requests): most checksums were read
+    // ahead, and a slow one must not hold the others back.
+    let jars = futures_util::future::join_all(with_jars.into_iter().map(
+        |(at, required_by, jar)| async move {
             let repo = &repos_ref.list[at];
             let path = repo::file_path(repos_ref, &jar).await?;
             Ok(Resolved {
@@ -223,12 +224,11 @@ async fn resolve_with(
                 coord: jar,
                 path: required_by,
             })
-        })
-        .buffered(16)
-        .collect::<Vec<Result<Resolved, MavenError>>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+        },
+    ))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
     repos.warn_unverified();
     Ok(Resolution {
         jars,

@@ -7,7 +7,7 @@
 //! POM it fetches that the walk never asks for changes nothing, and a failure
 //! is the walk's to report when (if) it asks.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
@@ -21,6 +21,8 @@ use super::version::{Dynamic, Requirement};
 const PARALLEL: usize = 16;
 /// Models fetched ahead at most: a bound on the traffic spent on guesses.
 const MAX_MODELS: usize = 4096;
+/// Classified jars of one module whose checksums are read ahead at most.
+const MAX_CLASSIFIERS: usize = 4;
 
 /// Builds the models the walk is likely to ask for; returns when none is left.
 pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[Exclusion]) {
@@ -37,9 +39,14 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
         }
     }
     let mut raw_seen: HashSet<(String, String, String)> = HashSet::new();
+    // The classifiers asked of a module, by the POMs read so far.
+    let mut classifiers: HashMap<(String, String, String), Vec<String>> = HashMap::new();
     let mut running = FuturesUnordered::new();
+    // Models being built (the raw POMs and checksums read beside them are
+    // bounded by their origins only).
+    let mut building = 0;
     loop {
-        while running.len() < PARALLEL {
+        while building < PARALLEL {
             let Some(((g, a, v), exclusions)) = queue.pop_front() else {
                 break;
             };
@@ -52,6 +59,7 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
                     exclusions.clone(),
                 ));
             }
+            building += 1;
             running.push(
                 async move {
                     let model = models.get(&g, &a, &v, Vec::new()).await.ok();
@@ -64,7 +72,11 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
             return;
         };
         let done = match done {
-            Done::Model(model) => model,
+            Done::Side => continue,
+            Done::Model(model) => {
+                building -= 1;
+                model
+            }
             Done::Raw(raw, exclusions) => {
                 // Before its parents arrive: its parent, imports and the
                 // dependencies whose coordinates it writes out in full.
@@ -83,16 +95,29 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
         };
         // Its jar's .sha1, which the resolution asks for once the graph is
         // known (a snapshot's file name needs its metadata: left to it).
-        if model.packaging != "pom" && !model.coord.version.ends_with("-SNAPSHOT") {
-            let path = model.coord.path();
-            let repo = model.repo;
-            running.push(
-                async move {
-                    models.repos.warm_sha1(repo, &path).await;
-                    Done::Model(None)
-                }
-                .boxed(),
+        // So is a classified jar's that a POM read so far asks for.
+        if !model.coord.version.ends_with("-SNAPSHOT") {
+            let gav = (
+                model.coord.group.clone(),
+                model.coord.artifact.clone(),
+                model.coord.version.clone(),
             );
+            let plain = (model.packaging != "pom").then_some(None);
+            let classified = classifiers.get(&gav).into_iter().flatten().cloned();
+            for classifier in plain.into_iter().chain(classified.map(Some)) {
+                let mut jar = model.coord.clone();
+                jar.classifier = classifier;
+                jar.ext = "jar".to_owned();
+                let path = jar.path();
+                let repo = model.repo;
+                running.push(
+                    async move {
+                        models.repos.warm_sha1(repo, &path).await;
+                        Done::Side
+                    }
+                    .boxed(),
+                );
+            }
         }
         for dep in &model.dependencies {
             let followed = matches!(dep.scope.as_deref(), None | Some("compile" | "runtime"))
@@ -106,6 +131,12 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
                 continue;
             };
             let gav = (dep.group.clone(), dep.artifact.clone(), version);
+            if let Some(classifier) = dep.classifier.clone().filter(|_| dep.kind == "jar") {
+                let known = classifiers.entry(gav.clone()).or_default();
+                if known.len() < MAX_CLASSIFIERS && !known.contains(&classifier) {
+                    known.push(classifier);
+                }
+            }
             if seen.len() < MAX_MODELS && seen.insert(gav.clone()) {
                 let mut below = exclusions.clone();
                 below.extend(dep.exclusions.iter().cloned());
@@ -124,10 +155,12 @@ fn soft(version: &str) -> bool {
 
 /// What a job of the prefetch gives.
 enum Done {
-    /// A model built (none when it could not be, or for a warmed `.sha1`).
+    /// A model built (none when it could not be).
     Model(Option<(std::sync::Arc<super::model::Model>, Vec<Exclusion>)>),
     /// A raw POM read, and the exclusions of the path that led to it.
     Raw(Box<RawPom>, Vec<Exclusion>),
+    /// A raw POM that could not be read, or a warmed `.sha1`.
+    Side,
 }
 
 /// Reads the raw POM of `g:a:v` (it is then in the repositories' cache for the
@@ -142,15 +175,15 @@ fn raw_job<'a>(
     async move {
         // A snapshot's POM is named by its metadata: left to the walk.
         if v.ends_with("-SNAPSHOT") {
-            return Done::Model(None);
+            return Done::Side;
         }
         let path = Coord::new(&g, &a, &v).pom().path();
         match models.repos.first(&path, super::pom::MAX_POM).await {
             Ok(Ok(found)) => match super::pom::parse(&found.bytes) {
                 Ok(raw) => Done::Raw(Box::new(raw), exclusions),
-                Err(_) => Done::Model(None),
+                Err(_) => Done::Side,
             },
-            _ => Done::Model(None),
+            _ => Done::Side,
         }
     }
     .boxed()

@@ -24,6 +24,14 @@ pub(crate) trait Transport: Send + Sync {
     /// GETs `url`: the body on success, `None` when the server has no such file
     /// (404, 410), at most `limit` bytes.
     async fn get(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError>;
+
+    /// [`Transport::get`] for a file wanted ahead of need (a jar's `.sha1`
+    /// while POMs are still being read): it never takes more than half of an
+    /// origin's requests in flight, so the POMs on the resolution's critical
+    /// path do not queue behind it.
+    async fn get_ahead(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        self.get(url, limit).await
+    }
 }
 
 /// Why a GET failed.
@@ -173,8 +181,10 @@ impl Repos {
             }
             let url = repo.url(path);
             // The file and its .sha1 at once: one round trip, not two.
-            let (file, sha1) =
-                futures_util::join!(self.transport.get(&url, limit), self.read_sha1(i, path));
+            let (file, sha1) = futures_util::join!(
+                self.transport.get(&url, limit),
+                self.read_sha1(i, path, false)
+            );
             match file {
                 Ok(Some(bytes)) => {
                     self.verify(i, path, &bytes, self.note(i, path, sha1))?;
@@ -246,7 +256,7 @@ impl Repos {
     /// The sha1 repository `i` publishes for `path` (`path.sha1`), if any; a
     /// missing one is noted for the warning.
     pub(crate) async fn sha1_of(&self, i: usize, path: &str) -> Option<[u8; 20]> {
-        let sha1 = self.read_sha1(i, path).await;
+        let sha1 = self.read_sha1(i, path, false).await;
         self.note(i, path, sha1)
     }
 
@@ -267,24 +277,30 @@ impl Repos {
         }
     }
 
-    /// What repository `i` answers for `path.sha1`, asked once per run.
-    async fn read_sha1(&self, i: usize, path: &str) -> Sha1Answer {
+    /// What repository `i` answers for `path.sha1`, asked once per run
+    /// (`ahead`: before anything needs it, see [`Transport::get_ahead`]).
+    async fn read_sha1(&self, i: usize, path: &str, ahead: bool) -> Sha1Answer {
         let cell = {
             let mut all = self.sha1s.lock().expect("lock");
             all.entry((i, path.to_owned())).or_default().clone()
         };
-        *cell.get_or_init(|| self.fetch_sha1(i, path)).await
+        *cell.get_or_init(|| self.fetch_sha1(i, path, ahead)).await
     }
 
     /// Warms the answer for `path.sha1` in repository `i` (the resolution
     /// asks for it later).
     pub(crate) async fn warm_sha1(&self, i: usize, path: &str) {
-        self.read_sha1(i, path).await;
+        self.read_sha1(i, path, true).await;
     }
 
-    async fn fetch_sha1(&self, i: usize, path: &str) -> Sha1Answer {
+    async fn fetch_sha1(&self, i: usize, path: &str, ahead: bool) -> Sha1Answer {
         let url = self.list[i].url(&format!("{path}.sha1"));
-        let text = match self.transport.get(&url, 1024).await {
+        let got = if ahead {
+            self.transport.get_ahead(&url, 1024).await
+        } else {
+            self.transport.get(&url, 1024).await
+        };
+        let text = match got {
             Ok(Some(text)) => text,
             _ => return Sha1Answer::Missing,
         };
@@ -372,44 +388,66 @@ pub(crate) const MAX_PER_ORIGIN: usize = 6;
 /// Requests in flight to an origin that keeps connections alive (HTTP/1.1
 /// without `Connection: close`, or HTTP/2): its connections are reused, so
 /// more at once cost no new connection and save round trips.
-pub(crate) const MAX_PER_KEPT_ALIVE_ORIGIN: usize = 16;
+pub(crate) const MAX_PER_KEPT_ALIVE_ORIGIN: usize = 32;
+
+/// One origin's turns: every request takes one of `all`; a request made
+/// ahead of need first takes one of `ahead` (half as many), so at least half
+/// of the turns are left to the requests the resolution waits for.
+struct Turns {
+    all: Arc<tokio::sync::Semaphore>,
+    ahead: Arc<tokio::sync::Semaphore>,
+    raised: bool,
+}
+
+impl Turns {
+    fn new() -> Turns {
+        Turns {
+            all: Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN)),
+            ahead: Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN / 2)),
+            raised: false,
+        }
+    }
+}
 
 /// One semaphore per origin, raised once the origin keeps connections alive.
 #[derive(Default)]
-pub(crate) struct PerOrigin(std::sync::Mutex<HashMap<String, (Arc<tokio::sync::Semaphore>, bool)>>);
+pub(crate) struct PerOrigin(std::sync::Mutex<HashMap<String, Turns>>);
 
 impl PerOrigin {
     pub(crate) async fn enter(&self, url: &Url) -> tokio::sync::OwnedSemaphorePermit {
-        let semaphore = {
-            let mut all = self.0.lock().expect("lock");
-            all.entry(url.origin().ascii_serialization())
-                .or_insert_with(|| (Arc::new(tokio::sync::Semaphore::new(MAX_PER_ORIGIN)), false))
-                .0
-                .clone()
-        };
+        let semaphore = self.turns(url, |t| t.all.clone());
         semaphore.acquire_owned().await.expect("never closed")
+    }
+
+    /// The turn a request made ahead of need waits for before [`Self::enter`].
+    async fn enter_ahead(&self, url: &Url) -> tokio::sync::OwnedSemaphorePermit {
+        let semaphore = self.turns(url, |t| t.ahead.clone());
+        semaphore.acquire_owned().await.expect("never closed")
+    }
+
+    fn turns<T>(&self, url: &Url, pick: impl FnOnce(&Turns) -> T) -> T {
+        let mut all = self.0.lock().expect("lock");
+        pick(
+            all.entry(url.origin().ascii_serialization())
+                .or_insert_with(Turns::new),
+        )
     }
 
     /// `url`'s origin answered `response`: raised if it keeps connections alive.
     fn answered(&self, url: &Url, response: &reqwest::Response) {
-        let close = response
-            .headers()
-            .get(reqwest::header::CONNECTION)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let kept = match response.version() {
-            reqwest::Version::HTTP_2 | reqwest::Version::HTTP_3 => true,
-            reqwest::Version::HTTP_11 => !close,
-            _ => false,
-        };
-        if !kept {
+        if crate::net::origins::answered(url, response) != crate::net::origins::Kind::KeptAlive {
             return;
         }
         let mut all = self.0.lock().expect("lock");
-        if let Some((semaphore, raised)) = all.get_mut(&url.origin().ascii_serialization()) {
-            if !*raised {
-                *raised = true;
-                semaphore.add_permits(MAX_PER_KEPT_ALIVE_ORIGIN - MAX_PER_ORIGIN);
+        if let Some(turns) = all.get_mut(&url.origin().ascii_serialization()) {
+            if !turns.raised {
+                turns.raised = true;
+                turns
+                    .all
+                    .add_permits(MAX_PER_KEPT_ALIVE_ORIGIN - MAX_PER_ORIGIN);
+                turns
+                    .ahead
+                    .add_permits((MAX_PER_KEPT_ALIVE_ORIGIN - MAX_PER_ORIGIN) / 2);
             }
         }
     }
@@ -436,6 +474,11 @@ const MAX_REDIRECTS: usize = 5;
 #[async_trait]
 impl Transport for Http {
     async fn get(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        self.get_once(url, limit).await
+    }
+
+    async fn get_ahead(&self, url: &Url, limit: usize) -> Result<Option<Bytes>, TransportError> {
+        let _ahead = self.per_origin.enter_ahead(url).await;
         self.get_once(url, limit).await
     }
 }

@@ -10,6 +10,7 @@ use reqwest::header::{self, HeaderName, HeaderValue};
 
 use crate::util::redact::register_secret;
 
+pub(crate) mod origins;
 pub(crate) mod ranges;
 pub(crate) mod server;
 pub(crate) mod tls;

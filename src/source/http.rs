@@ -101,9 +101,12 @@ impl HttpSource {
                 }
             }
             let request = request.build().map_err(|e| transport_error(uri, e))?;
+            let turn = crate::net::origins::turn(&current).await;
             let response = crate::net::trail::execute(&self.client, request)
                 .await
                 .map_err(|e| transport_error(uri, e))?;
+            crate::net::origins::answered(&current, &response);
+            drop(turn);
             // 304 answers a conditional request; it is not a redirect.
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
             {

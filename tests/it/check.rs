@@ -160,7 +160,7 @@ fn check_lists_every_setting_with_its_origin() {
     assert!(!setting(&out, "parallelism").contains("up to"), "{out}");
     let out = sb.check().run();
     assert!(
-        setting(&out, "parallelism").contains("8 to start, up to 32 while throughput grows"),
+        setting(&out, "parallelism").contains("one per artifact to start, 8 to 32"),
         "{out}"
     );
     assert_setting(&out, "retry delay", "1ms", "--retry-delay");

@@ -57,6 +57,9 @@ pub enum Fault {
     /// Send the body at this many bytes per second (in 8 KiB steps): an origin
     /// that caps each connection.
     Paced(u64),
+    /// Answer after this long, with `Connection: close`, then close the
+    /// connection: a small server that takes one connection per request.
+    Closing(Duration),
 }
 
 /// A request as the server saw it. Header names are lower-case.
@@ -339,7 +342,11 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             }
             (fault, file, s.gate.subscribe())
         };
-        let reply = respond(&req, fault.as_ref(), file);
+        let mut reply = respond(&req, fault.as_ref(), file);
+        if let Some(Fault::Closing(after)) = fault {
+            tokio::time::sleep(after).await;
+            reply.headers.push(("Connection".into(), "close".into()));
+        }
         let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
         for (name, value) in &reply.headers {
             head.push_str(&format!("{name}: {value}\r\n"));
@@ -380,6 +387,10 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
         }
         let _ = out.flush().await;
         drop(in_flight);
+        if let Some(Fault::Closing(_)) = fault {
+            let _ = out.shutdown().await;
+            return;
+        }
         if req.method != "HEAD" && reply.status < 300 {
             match fault {
                 // Give the client time to read the prefix, then abort with an RST.
