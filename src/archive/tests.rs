@@ -811,7 +811,7 @@ fn zip_bomb_is_refused_before_writing() {
 }
 
 #[test]
-fn tgz_bomb_stops_while_writing() {
+fn tgz_bomb_is_refused_from_its_header() {
     let sb = Sandbox::new();
     let path = sb.archive_path("bomb.tgz");
     let gz =
@@ -835,13 +835,13 @@ fn tgz_bomb_stops_while_writing() {
         ),
         "{err:?}"
     );
-    // Stopped at 200x the archive size (+ one buffer), far short of 50 MiB.
-    let written = fs::metadata(sb.into.join("zeros")).unwrap().len();
+    // Refused from its header, before a byte of it was written.
     assert!(
-        written <= 200 * archive_len.max(RATIO_FLOOR / 200) + COPY_BUF as u64,
-        "{written}"
+        err.to_string().contains("'zeros' declares 52428800 bytes"),
+        "{err}"
     );
-    assert!(written < 50 << 20);
+    assert!(archive_len < (50 << 20) / 200);
+    assert!(!sb.into.join("zeros").exists());
     sb.assert_outside_untouched();
 }
 
@@ -871,7 +871,9 @@ fn byte_and_entry_limits() {
         "{err:?}"
     );
     assert!(err.to_string().contains("--archive-max-bytes"));
-    assert!(fs::metadata(sb.into.join("b")).unwrap().len() <= 2000);
+    assert!(err.to_string().contains("'b' declares 3000 bytes"), "{err}");
+    // Refused from its header: nothing of it written.
+    assert!(!sb.into.join("b").exists());
     sb.assert_outside_untouched();
 
     let sb = Sandbox::new();

@@ -61,10 +61,7 @@ pub(crate) fn list_tar_gz(archive: &Path, limits: &Limits) -> Result<Listing, Ar
         seen: HashMap::new(),
         order: Vec::new(),
     };
-    super::walk_tar(
-        flate2::read::GzDecoder::new(BufReader::new(file)),
-        &mut walk,
-    )?;
+    super::walk_tar(super::gzip::Members::new(BufReader::new(file)), &mut walk)?;
     Ok(Listing {
         unpacked: walk.budget.unpacked(),
         entries: walk.order,
@@ -179,6 +176,9 @@ impl Walk<'_> {
 }
 
 impl super::Entries for Walk<'_> {
+    fn budget(&self) -> &Budget<'_> {
+        &self.budget
+    }
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
         self.budget.count_entry()
     }
