@@ -196,7 +196,10 @@ pub(crate) fn unpack_listing(
     let mut sink = Sink::new(into, limits, archive_len);
     match format {
         Format::Tar => walk_tar(BufReader::new(file), &mut sink)?,
-        Format::TarGz => walk_tar(gzip::Members::new(BufReader::new(file)), &mut sink)?,
+        Format::TarGz => walk_tar(
+            gzip::Members::new(BufReader::with_capacity(COPY_BUF, file)),
+            &mut sink,
+        )?,
         Format::Zip => unpack_zip(file, &mut sink)?,
     }
     let order = std::mem::take(&mut sink.order);

@@ -61,7 +61,10 @@ pub(crate) fn list_tar_gz(archive: &Path, limits: &Limits) -> Result<Listing, Ar
         seen: HashMap::new(),
         order: Vec::new(),
     };
-    super::walk_tar(super::gzip::Members::new(BufReader::new(file)), &mut walk)?;
+    super::walk_tar(
+        super::gzip::Members::new(BufReader::with_capacity(COPY_BUF, file)),
+        &mut walk,
+    )?;
     Ok(Listing {
         unpacked: walk.budget.unpacked(),
         entries: walk.order,
