@@ -244,7 +244,7 @@ fn enclosed_name(name: &[u8]) -> Result<Option<PathBuf>, String> {
     if parts.is_empty() {
         return Ok(None);
     }
-    if parts.iter().map(|p| p.len() + 1).sum::<usize>() > MAX_PATH {
+    if parts.iter().map(|p| p.len() + 1).sum::<usize>() - 1 > MAX_PATH {
         return Err(format!(
             "has a path longer than {MAX_PATH} bytes (the file system's limit, with room for the unpack directory)"
         ));

@@ -322,6 +322,16 @@ fn enclosed_name_rules() {
     ] {
         assert!(enclosed_name(bad.as_bytes()).is_err(), "{bad:?}");
     }
+    // What the file system can hold: 255-byte components, 3072-byte paths here.
+    let component = "n".repeat(255);
+    assert!(ok(&format!("d/{component}")).is_some());
+    let err = enclosed_name(format!("d/{component}n").as_bytes()).unwrap_err();
+    assert!(err.contains("longer than 255 bytes"), "{err}");
+    let path = format!("{}/{}", [component.as_str(); 11].join("/"), "n".repeat(254));
+    assert_eq!(path.len(), 3070);
+    assert!(ok(&format!("./{path}/a")).is_some());
+    let err = enclosed_name(format!("{path}/ab").as_bytes()).unwrap_err();
+    assert!(err.contains("longer than 3072 bytes"), "{err}");
     assert!(enclosed_link_target(Path::new("d/l"), b"..").is_ok());
     assert!(enclosed_link_target(Path::new("d/l"), b"../x/y").is_ok());
     assert!(enclosed_link_target(Path::new("d/l"), b"../..").is_err());
