@@ -60,6 +60,15 @@ put("archive", "tar-symlink-out", b"\0" + tar_bytes([("l", "sym", "../../etc"), 
 put("archive", "tar-dup", b"\1" + tar_bytes([("a", "file", b"1"), ("a", "file", b"2")]))
 put("archive", "zip-climbs", b"\3" + zip_bytes([("../../x", b"y")]))
 put("archive", "tgz-bomb", b"\2" + gz(tar_bytes([("big", "file", b"\0" * 300000)])))
+# A tar split into gzip members (as cat a.gz b.gz, BGZF); garbage after the last
+# member; a header declaring more than the fuzz limit (1 MiB); a name component
+# longer than the file system takes.
+two = tar_bytes(good)
+put("archive", "tgz-members", b"\2" + gz(two[:1024]) + gz(b"") + gz(two[1024:]))
+put("archive", "tgz-garbage-after", b"\2" + gz(two) + b"\0" * 512 + b"junk")
+big = tarfile.TarInfo("big"); big.size = 1 << 30; big.mtime = 1700000000
+put("archive", "tar-declares-too-much", b"\0" + big.tobuf(tarfile.GNU_FORMAT) + b"\0" * 4096)
+put("archive", "tar-long-component", b"\0" + tar_bytes([("d/" + "n" * 300, "file", b"x")]))
 
 # upload: a multipart body as `stage upload` sends it (boundary of src/fuzz/upload.rs).
 B = b"sparklocalizerfuzz"

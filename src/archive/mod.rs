@@ -19,7 +19,12 @@
 //!   0o644; directories get at least 0o755, applied once all entries are written.
 //! - Limits: entries, bytes written (counted while writing) and the ratio of bytes
 //!   written to the archive's size (checked past 1 MiB; zip entries also against
-//!   their own compressed size). Writing stops as soon as a limit is crossed.
+//!   their own compressed size). A file whose declared size (tar header, zip
+//!   directory) would cross one is refused before it is written; writing stops as
+//!   soon as one is crossed. Names whose components or whole path the file system
+//!   could not hold are refused like other hostile names.
+//! - A `.tar.gz` is read member by member to its very end ([`gzip`]); after the
+//!   tar's end-of-archive blocks only zero padding may follow.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -35,6 +40,11 @@ const RATIO_FLOOR: u64 = 1024 * 1024;
 /// Longest zip symlink target read from an entry's contents.
 const MAX_LINK_TARGET: u64 = 4096;
 const COPY_BUF: usize = 64 * 1024;
+/// Longest name component a file system takes (Linux `NAME_MAX`).
+const MAX_COMPONENT: usize = 255;
+/// Longest entry path: the file system's 4096 bytes (`PATH_MAX`), with room left
+/// for the directory the archive unpacks into.
+const MAX_PATH: usize = 3072;
 
 /// An archive format, detected from the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,9 +114,10 @@ pub(crate) enum ArchiveError {
         limit: u64,
         flag: &'static str,
     },
-    /// The archive cannot be decoded.
-    #[error("archive is corrupt or unreadable: {source}")]
+    /// The archive cannot be decoded (`at`: where, when known: " at entry '…'").
+    #[error("archive is corrupt or unreadable{at}: {source}")]
     Corrupt {
+        at: String,
         #[source]
         source: io::Error,
     },
@@ -129,8 +140,7 @@ impl ArchiveError {
 
 fn refused(entry: &[u8], reason: impl Into<String>) -> ArchiveError {
     ArchiveError::Refused {
-        // Escaped: an entry name must not forge log or termination-message lines.
-        entry: String::from_utf8_lossy(entry).escape_debug().to_string(),
+        entry: escaped(entry),
         reason: reason.into(),
     }
 }
@@ -151,7 +161,15 @@ fn make_dir(abs: &Path) -> Result<(), ArchiveError> {
 }
 
 fn corrupt(source: io::Error) -> ArchiveError {
-    ArchiveError::Corrupt { source }
+    ArchiveError::Corrupt {
+        at: String::new(),
+        source,
+    }
+}
+
+/// An entry's name, escaped: it must not forge log or termination-message lines.
+fn escaped(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).escape_debug().to_string()
 }
 
 /// Unpacks `archive` into the empty directory `into`; blocking (call from
@@ -179,7 +197,7 @@ pub(crate) fn unpack_listing(
     match format {
         Format::Tar => walk_tar(BufReader::new(file), &mut sink)?,
         Format::TarGz => walk_tar(
-            flate2::read::GzDecoder::new(BufReader::new(file)),
+            gzip::Members::new(BufReader::with_capacity(COPY_BUF, file)),
             &mut sink,
         )?,
         Format::Zip => unpack_zip(file, &mut sink)?,
@@ -215,11 +233,21 @@ fn enclosed_name(name: &[u8]) -> Result<Option<PathBuf>, String> {
                     return Err("climbs out of the unpack directory with '..'".into());
                 }
             }
+            _ if part.len() > MAX_COMPONENT => {
+                return Err(format!(
+                    "has a name component longer than {MAX_COMPONENT} bytes (the file system's limit)"
+                ));
+            }
             _ => parts.push(part),
         }
     }
     if parts.is_empty() {
         return Ok(None);
+    }
+    if parts.iter().map(|p| p.len() + 1).sum::<usize>() - 1 > MAX_PATH {
+        return Err(format!(
+            "has a path longer than {MAX_PATH} bytes (the file system's limit, with room for the unpack directory)"
+        ));
     }
     Ok(Some(parts.iter().map(|p| OsStr::from_bytes(p)).collect()))
 }
@@ -274,6 +302,11 @@ fn dir_mode(mode: Option<u32>) -> u32 {
     mode.map_or(0o755, |m| (m & 0o777) | 0o755)
 }
 
+const SIZE_WHAT: &str = "unpacked size in bytes";
+const MAX_BYTES_FLAG: &str = "--archive-max-bytes";
+const RATIO_WHAT: &str = "compression ratio (bytes written per archive byte)";
+const MAX_RATIO_FLAG: &str = "--archive-max-ratio";
+
 /// The limits' counters for one archive: entries and bytes so far, checked
 /// against [`Limits`] (shared by unpacking and by the walk-only validation).
 pub(super) struct Budget<'a> {
@@ -307,18 +340,41 @@ impl<'a> Budget<'a> {
 
     pub(super) fn ratio_limit(&self) -> ArchiveError {
         ArchiveError::Limit {
-            what: "compression ratio (bytes written per archive byte)".into(),
+            what: RATIO_WHAT.into(),
             limit: self.limits.max_ratio,
-            flag: "--archive-max-ratio",
+            flag: MAX_RATIO_FLAG,
         }
     }
 
     pub(super) fn size_limit(&self) -> ArchiveError {
         ArchiveError::Limit {
-            what: "unpacked size in bytes".into(),
+            what: SIZE_WHAT.into(),
             limit: self.limits.max_bytes,
-            flag: "--archive-max-bytes",
+            flag: MAX_BYTES_FLAG,
         }
+    }
+
+    /// Refuses the file `name` before anything of it is written when the `size`
+    /// its header declares would cross a limit.
+    pub(super) fn check_declared(&self, name: &[u8], size: u64) -> Result<(), ArchiveError> {
+        let total = self.bytes.saturating_add(size);
+        let (what, limit, flag) = if total > self.limits.max_bytes {
+            (SIZE_WHAT, self.limits.max_bytes, MAX_BYTES_FLAG)
+        } else if total > RATIO_FLOOR
+            && total > self.limits.max_ratio.saturating_mul(self.archive_len)
+        {
+            (RATIO_WHAT, self.limits.max_ratio, MAX_RATIO_FLAG)
+        } else {
+            return Ok(());
+        };
+        Err(ArchiveError::Limit {
+            what: format!(
+                "entry '{}' declares {size} bytes: the {what}",
+                escaped(name)
+            ),
+            limit,
+            flag,
+        })
     }
 
     /// Accounts for `n` more bytes before they are written.
@@ -552,6 +608,7 @@ impl<'a> Sink<'a> {
 /// (the staging server's [`validate`] walk) — one walk, so both apply the same
 /// entry-type rules.
 pub(super) trait Entries {
+    fn budget(&self) -> &Budget<'_>;
     fn count_entry(&mut self) -> Result<(), ArchiveError>;
     fn dir(&mut self, name: &[u8], mode: Option<u32>) -> Result<(), ArchiveError>;
     fn file(
@@ -565,6 +622,9 @@ pub(super) trait Entries {
 }
 
 impl Entries for Sink<'_> {
+    fn budget(&self) -> &Budget<'_> {
+        &self.budget
+    }
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
         self.budget.count_entry()
     }
@@ -588,79 +648,128 @@ impl Entries for Sink<'_> {
 }
 
 pub(super) fn walk_tar<R: Read>(reader: R, sink: &mut dyn Entries) -> Result<(), ArchiveError> {
-    use tar::EntryType;
     let mut archive = tar::Archive::new(reader);
-    for entry in archive.entries().map_err(corrupt)? {
-        let mut entry = entry.map_err(corrupt)?;
+    // Where a header that cannot be parsed sits: the crate's error cannot name it.
+    let mut previous: Option<String> = None;
+    for (index, entry) in archive.entries().map_err(corrupt)?.enumerate() {
+        let position = index + 1;
+        let mut entry = entry.map_err(|source| ArchiveError::Corrupt {
+            at: match &previous {
+                Some(name) => format!(" at the entry after '{name}' (entry {position})"),
+                None => " at the first entry".into(),
+            },
+            source: tidy(source),
+        })?;
         let name = entry.path_bytes().into_owned();
-        // PAX sparse files (GNU.sparse.*) would come out as their raw map: refuse.
-        let sparse = entry
-            .pax_extensions()
-            .ok()
-            .flatten()
-            .is_some_and(|mut exts| {
-                exts.any(|e| e.is_ok_and(|e| e.key_bytes().starts_with(b"GNU.sparse")))
-            });
-        if sparse {
-            return Err(refused(
-                &name,
-                "is a PAX sparse file, which is not supported",
-            ));
-        }
-        let header = entry.header();
-        let kind = header.entry_type();
-        let mode = header.mode().ok();
-        match kind {
-            EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                sink.file(&name, mode, &mut entry)?;
-            }
-            EntryType::Directory => sink.dir(&name, mode)?,
-            EntryType::Symlink | EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|t| t.into_owned())
-                    .unwrap_or_default();
-                if kind == EntryType::Symlink {
-                    sink.symlink(&name, &target)?;
-                } else {
-                    sink.hard_link(&name, &target)?;
-                }
-            }
-            // Global PAX headers carry defaults, not files.
-            EntryType::XGlobalHeader => sink.count_entry()?,
-            EntryType::Char => return Err(refused(&name, "is a character device")),
-            EntryType::Block => return Err(refused(&name, "is a block device")),
-            EntryType::Fifo => return Err(refused(&name, "is a fifo")),
-            other => {
-                return Err(refused(
-                    &name,
-                    format!(
-                        "has an unsupported tar entry type {:?}",
-                        other.as_byte() as char
-                    ),
-                ));
-            }
-        }
+        walk_entry(&name, &mut entry, sink).map_err(|e| match e {
+            ArchiveError::Corrupt { at, source } if at.is_empty() => ArchiveError::Corrupt {
+                at: format!(" at entry '{}'", escaped(&name)),
+                source,
+            },
+            e => e,
+        })?;
+        previous = Some(escaped(&name));
     }
-    // Read on to the end: a gzip stream's CRC and length are checked only there,
-    // so a corrupt or truncated .tar.gz is refused rather than unpacked. After the
-    // end-of-archive blocks only padding may follow (a tar record is 10 KiB).
-    let mut rest = archive.into_inner();
+    read_past_the_end(archive.into_inner())
+}
+
+/// The tar crate names a GNU sparse header's owner ("group:user") where it
+/// means the entry; the entry is named by the caller.
+fn tidy(e: io::Error) -> io::Error {
+    let message = e.to_string();
+    match message.find(" when getting real_size for ") {
+        Some(at) => io::Error::new(
+            e.kind(),
+            format!("{} (the real size in a GNU sparse header)", &message[..at]),
+        ),
+        None => e,
+    }
+}
+
+/// One tar entry, checked and handed to `sink`.
+fn walk_entry<R: Read>(
+    name: &[u8],
+    entry: &mut tar::Entry<'_, R>,
+    sink: &mut dyn Entries,
+) -> Result<(), ArchiveError> {
+    use tar::EntryType;
+    // PAX sparse files (GNU.sparse.*) would come out as their raw map: refuse.
+    let sparse = entry
+        .pax_extensions()
+        .ok()
+        .flatten()
+        .is_some_and(|mut exts| {
+            exts.any(|e| e.is_ok_and(|e| e.key_bytes().starts_with(b"GNU.sparse")))
+        });
+    if sparse {
+        return Err(refused(
+            name,
+            "is a PAX sparse file, which is not supported",
+        ));
+    }
+    let header = entry.header();
+    let kind = header.entry_type();
+    let mode = header.mode().ok();
+    match kind {
+        EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
+            // The size its header declares (a sparse file's real size) is what
+            // it would write: refused before a byte of it is.
+            sink.budget().check_declared(name, entry.size())?;
+            sink.file(name, mode, entry)
+        }
+        EntryType::Directory => sink.dir(name, mode),
+        EntryType::Symlink | EntryType::Link => {
+            let target = entry
+                .link_name_bytes()
+                .map(|t| t.into_owned())
+                .unwrap_or_default();
+            if kind == EntryType::Symlink {
+                sink.symlink(name, &target)
+            } else {
+                sink.hard_link(name, &target)
+            }
+        }
+        // Global PAX headers carry defaults, not files.
+        EntryType::XGlobalHeader => sink.count_entry(),
+        EntryType::Char => Err(refused(name, "is a character device")),
+        EntryType::Block => Err(refused(name, "is a block device")),
+        EntryType::Fifo => Err(refused(name, "is a fifo")),
+        other => Err(refused(
+            name,
+            format!(
+                "has an unsupported tar entry type {:?}",
+                other.as_byte() as char
+            ),
+        )),
+    }
+}
+
+/// Reads on to the end, past the tar's end-of-archive blocks: a gzip stream's
+/// CRC and length are checked only there, so a corrupt or truncated .tar.gz is
+/// refused rather than unpacked. Only zero bytes (record padding: a tar record
+/// is 10 KiB) may follow those blocks, at most [`MAX_TRAILING`] of them; data
+/// there (a second archive appended) would be lost, so it is refused.
+fn read_past_the_end(mut rest: impl Read) -> Result<(), ArchiveError> {
     let mut buf = [0u8; 8192];
     let mut trailing = 0u64;
     loop {
-        match rest.read(&mut buf) {
+        let n = match rest.read(&mut buf) {
             Ok(0) => return Ok(()),
-            Ok(n) => {
-                trailing += n as u64;
-                if trailing > MAX_TRAILING {
-                    return Err(corrupt(io::Error::other(
-                        "more than 1 MiB of data after the end of the archive",
-                    )));
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(corrupt(e)),
+        };
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Err(corrupt(io::Error::other(
+                "data after the tar's end-of-archive blocks (a second archive appended? \
+                 tar reads only the first)",
+            )));
+        }
+        trailing += n as u64;
+        if trailing > MAX_TRAILING {
+            return Err(corrupt(io::Error::other(
+                "more than 1 MiB of padding after the end of the archive",
+            )));
         }
     }
 }
@@ -717,15 +826,14 @@ fn unpack_zip(file: File, sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
             if size > RATIO_FLOOR && size / compressed > budget.limits.max_ratio {
                 return Err(budget.ratio_limit());
             }
-            if budget.bytes.saturating_add(size) > budget.limits.max_bytes {
-                return Err(budget.size_limit());
-            }
+            budget.check_declared(&name, size)?;
             sink.file(&name, mode, &mut entry, Some(compressed))?;
         }
     }
     Ok(())
 }
 
+mod gzip;
 pub(crate) mod validate;
 pub(crate) use validate::{list_tar_gz, Kind as EntryKind};
 

@@ -62,7 +62,7 @@ pub(crate) fn list_tar_gz(archive: &Path, limits: &Limits) -> Result<Listing, Ar
         order: Vec::new(),
     };
     super::walk_tar(
-        flate2::read::GzDecoder::new(BufReader::new(file)),
+        super::gzip::Members::new(BufReader::with_capacity(COPY_BUF, file)),
         &mut walk,
     )?;
     Ok(Listing {
@@ -179,6 +179,9 @@ impl Walk<'_> {
 }
 
 impl super::Entries for Walk<'_> {
+    fn budget(&self) -> &Budget<'_> {
+        &self.budget
+    }
     fn count_entry(&mut self) -> Result<(), ArchiveError> {
         self.budget.count_entry()
     }

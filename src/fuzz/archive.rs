@@ -2,12 +2,12 @@
 //! server's walk-only check of uploaded bundles.
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use crate::archive::validate::{list_tar_gz, Kind};
-use crate::archive::{unpack_listing, Format, Limits};
+use crate::archive::{unpack_listing, ArchiveError, Format, Limits, Unpacked};
 
 /// Small limits, so that fuzzed inputs reach them.
 const LIMITS: Limits = Limits {
@@ -19,9 +19,12 @@ const LIMITS: Limits = Limits {
 /// Fuzz entry point: an archive; the first byte picks how the rest is read (a
 /// tar, a tar gzipped here so that mutations reach the tar, raw gzip, a zip).
 /// Whatever is accepted wrote only inside its root: no path outside it exists,
-/// every symlink resolves inside it, no setuid or setgid bit, within the limits.
+/// every symlink resolves inside it, no setuid or setgid bit, within the limits;
+/// accepted or not, the files on disk never hold more than the byte limit.
 /// For tar.gz, the staging server's walk-only check accepts exactly what unpack
-/// accepts, with the same totals and entries.
+/// accepts, with the same totals and entries; and every gzip member is read: the
+/// same tar split into several members (the rest of the first byte says where)
+/// unpacks to the same entries as in one.
 pub fn archive(data: &[u8]) {
     let Some((&how, body)) = data.split_first() else {
         return;
@@ -32,9 +35,48 @@ pub fn archive(data: &[u8]) {
         2 => (Format::TarGz, body.to_vec()),
         _ => (Format::Zip, body.to_vec()),
     };
+    let whole = unpack_checked(format, &bytes);
+    let members = match how % 4 {
+        1 => Some(split_members(body, usize::from(how / 4))),
+        // Raw gzip read in full (all its members, nothing after them): the same
+        // tar in one member.
+        2 => {
+            let mut tar = Vec::new();
+            flate2::read::MultiGzDecoder::new(body)
+                .read_to_end(&mut tar)
+                .ok()
+                .map(|_| gzip(&tar))
+        }
+        _ => None,
+    };
+    if let Some(other) = members {
+        let again = unpack_checked(Format::TarGz, &other);
+        match (&whole, &again) {
+            (Some(a), Some(b)) => assert_eq!(a, b, "members unpack to other entries"),
+            (None, None) => {}
+            _ => panic!("one member and several disagree: {whole:?} vs {again:?}"),
+        }
+    }
+}
+
+/// `tar` gzipped as members: cut at `at`/64 of its length, with an empty member
+/// between the halves when `at` is odd.
+fn split_members(tar: &[u8], at: usize) -> Vec<u8> {
+    let cut = tar.len() * (at % 64) / 64;
+    let mut out = gzip(&tar[..cut]);
+    if at % 2 == 1 {
+        out.extend(gzip(b""));
+    }
+    out.extend(gzip(&tar[cut..]));
+    out
+}
+
+/// Unpacks `bytes` as `format`, checking every invariant; what was unpacked
+/// (totals and files, in order) or `None` when refused.
+fn unpack_checked(format: Format, bytes: &[u8]) -> Option<(Unpacked, Vec<PathBuf>)> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("archive");
-    std::fs::write(&file, &bytes).expect("the archive written");
+    std::fs::write(&file, bytes).expect("the archive written");
     let root = dir.path().join("root");
     std::fs::create_dir(&root).expect("the root");
     let unpacked = unpack_listing(&file, format, &root, &LIMITS);
@@ -49,6 +91,23 @@ pub fn archive(data: &[u8]) {
         ["archive", "root"],
         "something was written beside the root"
     );
+    let mut inodes = HashSet::new();
+    let on_disk: u64 = walk(&root)
+        .iter()
+        .filter(|(_, meta)| meta.is_file() && inodes.insert(meta.ino()))
+        .map(|(_, meta)| meta.len())
+        .sum();
+    assert!(
+        on_disk <= LIMITS.max_bytes,
+        "{on_disk} bytes on disk, over the limit ({unpacked:?})"
+    );
+    // A tar entry writes what its header declares: one too large for the limit
+    // is refused from its header, before a byte of it is written.
+    if let Err(e @ ArchiveError::Limit { flag, .. }) = &unpacked {
+        if *flag == "--archive-max-bytes" && format != Format::Zip {
+            assert!(e.to_string().contains(" declares "), "refused late: {e}");
+        }
+    }
     let listed = (format == Format::TarGz).then(|| list_tar_gz(&file, &LIMITS));
     let Ok((totals, files)) = unpacked else {
         if let Some(listed) = listed {
@@ -58,7 +117,7 @@ pub fn archive(data: &[u8]) {
                 unpacked.err()
             );
         }
-        return;
+        return None;
     };
     assert!(totals.entries <= LIMITS.max_entries && totals.bytes <= LIMITS.max_bytes);
     let mut written = 0;
@@ -100,6 +159,7 @@ pub fn archive(data: &[u8]) {
             assert!(ok, "{} listed as {kind:?}", path.display());
         }
     }
+    Some((totals, files))
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {

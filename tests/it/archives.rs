@@ -293,3 +293,184 @@ fn unsafe_names_stay_off_the_classpath_and_zero_limits_are_config_errors() {
         out.expect_code(2).expect_stderr(flag);
     }
 }
+
+/// A tar of `entries` (name, contents), as the tar crate writes it (GNU long
+/// names for long paths).
+fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, bytes) in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        builder.append_data(&mut header, name, *bytes).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+/// `file://` URI of `bytes` written as `name` in `dir`.
+fn local_archive(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    format!("file://{}", s(&path))
+}
+
+#[test]
+fn a_tgz_of_several_gzip_members_unpacks_every_member() {
+    let work = tempfile::tempdir().unwrap();
+    let tar = tar_of(&[
+        ("first.txt", b"one\n"),
+        ("second.txt", &data(5, 3000)),
+        ("third.txt", b"three\n"),
+    ]);
+    // Split after the first entry (header and one data block): two gzip members,
+    // as `cat a.gz b.gz`, BGZF or a parallel compressor writes them.
+    let mut tgz = gzip(&tar[..1024]);
+    tgz.extend(gzip(&tar[1024..]));
+    let uri = local_archive(work.path(), "multi.tgz", &tgz);
+    let listed = Command::new("tar")
+        .arg("tzf")
+        .arg(work.path().join("multi.tgz"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("third.txt"));
+    let sb = Sandbox::new();
+    sb.fetch().args(["--archives", &uri]).run().expect_code(0);
+    let root = sb.files.join("multi.tgz");
+    assert_eq!(std::fs::read(root.join("first.txt")).unwrap(), b"one\n");
+    assert!(std::fs::read(root.join("second.txt")).unwrap() == data(5, 3000));
+    assert_eq!(std::fs::read(root.join("third.txt")).unwrap(), b"three\n");
+
+    // A damaged later member is caught (its CRC is checked too).
+    let mut bad = gzip(&tar[..1024]);
+    let mut second = gzip(&tar[1024..]);
+    let crc_at = second.len() - 8;
+    second[crc_at] ^= 0xff;
+    bad.extend(second);
+    let uri = local_archive(work.path(), "damaged.tgz", &bad);
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--archives", &uri])
+        .run()
+        .expect_code(4)
+        .expect_stderr("damaged.tgz");
+    assert!(!sb.files.join("damaged.tgz").exists());
+}
+
+#[test]
+fn bytes_after_the_gzip_stream_are_refused_unless_they_are_zero_padding() {
+    let work = tempfile::tempdir().unwrap();
+    let tgz = gzip(&tar_of(&[("a.txt", b"a\n")]));
+    let mut garbage = tgz.clone();
+    garbage.extend(data(6, 2 << 20));
+    let uri = local_archive(work.path(), "garbage.tgz", &garbage);
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--archives", &uri])
+        .run()
+        .expect_code(4)
+        .expect_stderr("garbage.tgz")
+        .expect_stderr("after the end of the gzip stream");
+    assert!(!sb.files.join("garbage.tgz").exists());
+
+    // Zero padding (a tape block, as gzip and tar accept it) is fine.
+    let mut padded = tgz;
+    padded.extend(vec![0u8; 10240]);
+    let uri = local_archive(work.path(), "padded.tgz", &padded);
+    let sb = Sandbox::new();
+    sb.fetch().args(["--archives", &uri]).run().expect_code(0);
+    assert_eq!(
+        std::fs::read(sb.files.join("padded.tgz/a.txt")).unwrap(),
+        b"a\n"
+    );
+}
+
+#[test]
+fn an_entry_declaring_more_than_the_limit_is_refused_from_its_header() {
+    let work = tempfile::tempdir().unwrap();
+    // A header declaring 10 GiB, followed by 256 KiB of its contents: refused
+    // before anything is written (it used to be streamed to the limit).
+    let mut header = tar::Header::new_gnu();
+    header.set_path("big.bin").unwrap();
+    header.set_size(10 << 30);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut tar = header.as_bytes().to_vec();
+    tar.extend(vec![0u8; 256 << 10]);
+    let uri = local_archive(work.path(), "big.tgz", &gzip(&tar));
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--archives", &uri])
+        .run()
+        .expect_code(4)
+        .expect_stderr("big.tgz")
+        .expect_stderr("'big.bin' declares 10737418240 bytes")
+        .expect_stderr("--archive-max-bytes");
+    assert!(!sb.files.join("big.tgz").exists());
+}
+
+#[test]
+fn a_malformed_gnu_sparse_entry_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let mut tar = tar_of(&[("first.txt", b"one\n")]);
+    tar.truncate(1024); // without its end-of-archive blocks
+    let mut header = tar::Header::new_gnu();
+    header.set_path("sparse.bin").unwrap();
+    header.set_entry_type(tar::EntryType::GNUSparse);
+    header.set_size(0);
+    header.set_mode(0o644);
+    header.as_gnu_mut().unwrap().realsize = *b"not a numbr\0";
+    header.set_cksum();
+    tar.extend(header.as_bytes());
+    tar.extend(vec![0u8; 1024]);
+    let uri = local_archive(work.path(), "sparse.tgz", &gzip(&tar));
+    let sb = Sandbox::new();
+    let out = sb.fetch().args(["--archives", &uri]).run();
+    out.expect_code(4)
+        .expect_stderr("sparse.tgz")
+        .expect_stderr("the entry after 'first.txt' (entry 2)");
+    assert!(!out.stderr.contains("for :"), "{out}");
+}
+
+#[test]
+fn a_name_component_longer_than_the_file_system_allows_is_refused_as_hostile() {
+    let work = tempfile::tempdir().unwrap();
+    let long = format!("dir/{}.txt", "n".repeat(300));
+    let uri = local_archive(
+        work.path(),
+        "long.tgz",
+        &gzip(&tar_of(&[("ok.txt", b"ok\n"), (long.as_str(), b"x\n")])),
+    );
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--archives", &uri])
+        .run()
+        .expect_code(4)
+        .expect_stderr("long.tgz")
+        .expect_stderr("longer than 255 bytes");
+    assert!(!sb.files.join("long.tgz").exists());
+    assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
+}
+
+#[test]
+fn a_zip_with_data_after_its_end_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let zip = work.path().join("plain.zip");
+    zip_with(&zip, &[("a.txt", b"a\n")]);
+    let mut bytes = std::fs::read(&zip).unwrap();
+    bytes.extend(data(7, 2 << 20));
+    let uri = local_archive(work.path(), "trailing.zip", &bytes);
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--archives", &uri])
+        .run()
+        .expect_code(4)
+        .expect_stderr("trailing.zip");
+    assert!(!sb.files.join("trailing.zip").exists());
+}
