@@ -6,19 +6,44 @@
 //! `\uXXXX`), line continuation with a trailing backslash, `#`/`!` comment
 //! lines and any line ending (`\n`, `\r\n`, `\r`).
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
 /// Key/value pairs of one properties file.
 ///
 /// A key that appears more than once keeps its last value, at the position
 /// of its first appearance (as if inserted into an ordered map).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Held compactly, as files of millions of short keys are accepted: every key
+/// and value in one string, 12 bytes and an index slot per distinct key (the
+/// text they come from is never held as a `char` per byte).
+#[derive(Clone, Default)]
 pub(crate) struct Properties {
-    entries: Vec<(String, String)>,
-    index: HashMap<String, usize>,
+    /// Each key followed by its value, unescaped (a repeated key's new value
+    /// is appended with its key again: at most the size of the input in all).
+    text: String,
+    /// The distinct keys in file order: where the key starts, where it ends
+    /// (and its value starts) and where the value ends, in `text`.
+    entries: Vec<[u32; 3]>,
+    /// `entries` by key.
+    index: hashbrown::HashTable<u32>,
+    hasher: std::hash::RandomState,
     path: Option<PathBuf>,
 }
+
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Properties {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Properties {}
 
 /// Why a properties file could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +59,18 @@ pub(crate) enum PropertiesError {
         /// What the operating system said.
         #[source]
         source: std::io::Error,
+    },
+    /// The file is larger than spark-localizer reads.
+    #[error(
+        "properties file {} is larger than {} MiB, the most spark-localizer reads (Spark's properties are far smaller): check that it is the file meant",
+        path.display(),
+        limit >> 20
+    )]
+    TooLarge {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// The most that is read, in bytes.
+        limit: u64,
     },
     /// A `\uXXXX` escape is not followed by four hex digits.
     #[error("invalid properties file {path}, line {line}: {message}")]
@@ -63,12 +100,20 @@ impl Properties {
     /// it; invalid bytes become U+FFFD and a leading byte-order mark is
     /// skipped).
     pub(crate) fn load(path: &Path) -> Result<Properties, PropertiesError> {
-        let bytes = crate::util::fs::read_regular(path, crate::util::fs::CONFIG_LIMIT).map_err(
-            |source| PropertiesError::Read {
-                path: path.to_path_buf(),
-                source,
-            },
-        )?;
+        let limit = crate::util::fs::CONFIG_LIMIT;
+        let bytes = crate::util::fs::read_regular(path, limit).map_err(|source| {
+            if crate::util::fs::too_large(&source) {
+                PropertiesError::TooLarge {
+                    path: path.to_path_buf(),
+                    limit,
+                }
+            } else {
+                PropertiesError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let mut properties = parse_with_origin(text, &path.display().to_string())?;
@@ -82,12 +127,27 @@ impl Properties {
     /// Spark itself trims them when it reads `spark-defaults.conf`, so
     /// callers mirroring Spark should `trim()` the result.
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.index.get(key).map(|&i| self.entries[i].1.as_str())
+        let hash = self.hasher.hash_one(key);
+        let (text, entries) = (&self.text, &self.entries);
+        self.index
+            .find(hash, |&i| key_of(text, entries[i as usize]) == key)
+            .map(|&i| value_of(text, entries[i as usize]))
     }
 
     /// Iterates over `(key, value)` pairs in file order, each key once.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.entries
+            .iter()
+            .map(|&span| (key_of(&self.text, span), value_of(&self.text, span)))
+    }
+
+    /// The bytes held for the keys and values (their text, their positions
+    /// and index), which stay within a small multiple of the input's size.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn retained_bytes(&self) -> usize {
+        self.text.capacity()
+            + self.entries.capacity() * std::mem::size_of::<[u32; 3]>()
+            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
     }
 
     /// The file these properties were loaded from, if they came from a file.
@@ -107,19 +167,59 @@ impl Properties {
         self.entries.is_empty()
     }
 
-    fn insert(&mut self, key: String, value: String) {
-        match self.index.get(&key) {
-            Some(&i) => self.entries[i].1 = value,
+    /// Sets `key` to `value`; false when the text outgrows the 4 GiB that
+    /// positions can name.
+    fn insert(&mut self, key: &str, value: &str) -> bool {
+        let start = self.text.len();
+        self.text.push_str(key);
+        self.text.push_str(value);
+        let (Ok(start), Ok(key_end), Ok(end)) = (
+            u32::try_from(start),
+            u32::try_from(start + key.len()),
+            u32::try_from(self.text.len()),
+        ) else {
+            return false;
+        };
+        let span = [start, key_end, end];
+        let Properties {
+            text,
+            entries,
+            index,
+            hasher,
+            ..
+        } = self;
+        let hash = hasher.hash_one(key);
+        match index.find(hash, |&i| key_of(text, entries[i as usize]) == key) {
+            Some(&i) => {
+                // The first value's bytes stay behind: a repeat is rare.
+                entries[i as usize] = span;
+            }
             None => {
-                self.index.insert(key.clone(), self.entries.len());
-                self.entries.push((key, value));
+                let Ok(next) = u32::try_from(entries.len()) else {
+                    return false;
+                };
+                index.insert_unique(hash, next, |&i| {
+                    hasher.hash_one(key_of(text, entries[i as usize]))
+                });
+                entries.push(span);
             }
         }
+        true
     }
+}
+
+fn key_of(text: &str, [start, key_end, _]: [u32; 3]) -> &str {
+    &text[start as usize..key_end as usize]
+}
+
+fn value_of(text: &str, [_, key_end, end]: [u32; 3]) -> &str {
+    &text[key_end as usize..end as usize]
 }
 
 fn parse_with_origin(text: &str, origin: &str) -> Result<Properties, PropertiesError> {
     let mut properties = Properties::default();
+    // Keys and values unescaped take no more than the text: held at once.
+    properties.text.reserve_exact(text.len());
     for line in logical_lines(text) {
         let (key, value) = split_key_value(&line);
         let malformed = |(line, message)| PropertiesError::Malformed {
@@ -129,7 +229,12 @@ fn parse_with_origin(text: &str, origin: &str) -> Result<Properties, PropertiesE
         };
         let key = unescape(key).map_err(malformed)?;
         let value = unescape(value).map_err(malformed)?;
-        properties.insert(key, value);
+        if !properties.insert(&key, &value) {
+            return Err(malformed((
+                line.last().map_or(0, |&(_, n)| n),
+                "the keys and values hold more than 4 GiB".to_owned(),
+            )));
+        }
     }
     Ok(properties)
 }
@@ -170,38 +275,41 @@ fn natural_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 /// is 0): the next line may still be blank or a comment, which ends it as nothing,
 /// unless the text ends right after its line break, which leaves an empty line
 /// (an empty key).
-fn logical_lines(text: &str) -> Vec<Vec<Located>> {
-    let mut lines = Vec::new();
+///
+/// One line at a time: a line's characters are held only while it is split.
+fn logical_lines(text: &str) -> impl Iterator<Item = Vec<Located>> + '_ {
     let mut current: Option<Vec<Located>> = None;
     let mut naturals = natural_lines(text).peekable();
-    while let Some((number, natural)) = naturals.next() {
-        let segment = natural.trim_start_matches(is_blank);
-        let buffer = match current.as_mut() {
-            Some(buffer) if !buffer.is_empty() => buffer,
-            _ => {
-                if segment.is_empty() || segment.starts_with(['#', '!']) {
-                    // Java looks for the end of the text right after a `\n` or a lone
-                    // `\r`, but after `\r\n` only once it has skipped the `\n`.
-                    let text_ends_here =
-                        natural.is_empty() && naturals.peek().is_none() && !text.ends_with("\r\n");
-                    if !text_ends_here {
-                        current = None;
+    std::iter::from_fn(move || {
+        while let Some((number, natural)) = naturals.next() {
+            let segment = natural.trim_start_matches(is_blank);
+            let buffer = match current.as_mut() {
+                Some(buffer) if !buffer.is_empty() => buffer,
+                _ => {
+                    if segment.is_empty() || segment.starts_with(['#', '!']) {
+                        // Java looks for the end of the text right after a `\n` or a lone
+                        // `\r`, but after `\r\n` only once it has skipped the `\n`.
+                        let text_ends_here = natural.is_empty()
+                            && naturals.peek().is_none()
+                            && !text.ends_with("\r\n");
+                        if !text_ends_here {
+                            current = None;
+                        }
+                        continue;
                     }
-                    continue;
+                    current.insert(Vec::new())
                 }
-                current.insert(Vec::new())
+            };
+            buffer.extend(segment.chars().map(|c| (c, number)));
+            let trailing_backslashes = segment.chars().rev().take_while(|&c| c == '\\').count();
+            if trailing_backslashes % 2 == 1 {
+                buffer.pop();
+            } else if let Some(done) = current.take() {
+                return Some(done);
             }
-        };
-        buffer.extend(segment.chars().map(|c| (c, number)));
-        let trailing_backslashes = segment.chars().rev().take_while(|&c| c == '\\').count();
-        if trailing_backslashes % 2 == 1 {
-            buffer.pop();
-        } else if let Some(done) = current.take() {
-            lines.push(done);
         }
-    }
-    lines.extend(current);
-    lines
+        current.take()
+    })
 }
 
 /// Finds the key and value (still escaped) of a logical line.
@@ -557,6 +665,30 @@ spark.jars                       https://repo.example.com/a.jar,\\
             "{message}"
         );
         assert!(message.contains("ConfigMap/Secret is mounted"), "{message}");
+
+        // Too large: said so, without the hint about mounting.
+        let large = dir.path().join("large.properties");
+        let f = std::fs::File::create(&large).unwrap();
+        f.set_len(crate::util::fs::CONFIG_LIMIT + 1).unwrap();
+        let message = Properties::load(&large).unwrap_err().to_string();
+        assert!(message.contains("is larger than 16 MiB"), "{message}");
+        assert!(!message.contains("mounted"), "{message}");
+    }
+
+    /// Many short keys are held in a small multiple of the text (they took
+    /// 32 times its size: a `char` and a line number per byte, two `String`s
+    /// and a cloned key per entry).
+    #[test]
+    fn many_short_keys_are_held_compactly() {
+        let text: String = (0..200_000).map(|i| format!("k{i}=v\n")).collect();
+        let p = Properties::parse(&text).unwrap();
+        assert_eq!(p.get("k199999"), Some("v"));
+        assert!(
+            p.retained_bytes() <= 4 * text.len() + (64 << 10),
+            "{} bytes held for {} bytes of text",
+            p.retained_bytes(),
+            text.len()
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::cli::{ArgOrigins, FetchArgs, LogFormat};
+use crate::cmd::deadline::Phase;
 use crate::cmd::exit::ExitCode;
 use crate::config::{ConfigError, Problems, Settings, DEFAULT_FILES_DIR, DEFAULT_JARS_DIR};
 use crate::engine::{self, Options, Outcome, Status};
@@ -62,6 +63,25 @@ impl Outputs {
             classpath: [settings.classpath_file.clone(), settings.env_file.clone()],
         }
     }
+
+    /// Before the configuration is read: as the flags name them (a directory
+    /// the properties file names is not known yet).
+    fn of_args(args: &FetchArgs) -> Self {
+        let jars_dir = args
+            .jars_dir
+            .clone()
+            .unwrap_or_else(|| DEFAULT_JARS_DIR.into());
+        let or_in_jars_dir = |given: &Option<std::path::PathBuf>, name: &str| {
+            given.clone().unwrap_or_else(|| jars_dir.join(name))
+        };
+        Outputs {
+            report: or_in_jars_dir(&args.report, layout::REPORT_FILE),
+            classpath: [
+                or_in_jars_dir(&args.classpath_file, layout::CLASSPATH_FILE),
+                or_in_jars_dir(&args.env_file, layout::ENV_FILE),
+            ],
+        }
+    }
 }
 
 /// Resolves settings, resolves `--packages` (unless `--lock` pins them), builds
@@ -74,8 +94,7 @@ pub(crate) async fn prepare(
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
     keep_going: bool,
 ) -> Result<Prepared, NotReady> {
-    let mut problems = Problems::default();
-    let mut settings = Settings::resolve(args, origins, &mut problems);
+    let (mut settings, mut problems) = read_configuration(args, origins, cancel).await?;
     let mut resolution = None;
     // A URI that cannot be planned stops the run before any traffic: nothing
     // is resolved then (the plan below reports every problem).
@@ -84,7 +103,17 @@ pub(crate) async fn prepare(
         || [&settings.jars, &settings.files, &settings.archives]
             .iter()
             .any(|list| list.iter().any(|d| crate::cmd::oci::is_oci(&d.uri)));
-    let plannable = problems.is_empty() && (!resolves || plannable(&mut settings));
+    let plannable = if problems.is_empty() && resolves {
+        let (checked, ok) = planning(settings, cancel, |mut settings| {
+            let ok = plannable(&mut settings);
+            (settings, ok)
+        })
+        .await?;
+        settings = checked;
+        ok
+    } else {
+        problems.is_empty()
+    };
     // What could not be resolved: `--packages`, then every oci:// reference
     // (all are tried; the most severe failure wins, all named).
     let mut failed: Vec<(ExitCode, String)> = Vec::new();
@@ -125,13 +154,18 @@ pub(crate) async fn prepare(
     };
     // An invalid input hides nothing else: the sources are configured for the
     // valid ones, so their problems are reported in this run too.
-    let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
-        for problem in e.problems {
-            problems.push_message(problem);
-        }
-        e.partial
-    });
-    let sources = build_sources(&settings, &plan, &mut problems).map(|sources| match oci.source {
+    let (settings, (plan, sources, problems)) = planning(settings, cancel, move |settings| {
+        let plan = plan::build(&settings).unwrap_or_else(|e: PlanError| {
+            for problem in e.problems {
+                problems.push_message(problem);
+            }
+            e.partial
+        });
+        let sources = build_sources(&settings, &plan, &mut problems);
+        (settings, (plan, sources, problems))
+    })
+    .await?;
+    let sources = sources.map(|sources| match oci.source {
         Some(source) => sources.with_oci(source),
         None => sources,
     });
@@ -148,6 +182,55 @@ pub(crate) async fn prepare(
         }
         _ => Err(NotReady::Config(problems)),
     }
+}
+
+/// Reads the configuration (the flags, the properties file, the declared
+/// lists) off the runtime's threads, within the deadline (`--deadline` or its
+/// variable; the default until the properties file could name another) and
+/// until a stop signal; the deadline the configuration names is checked after.
+async fn read_configuration(
+    args: &FetchArgs,
+    origins: &ArgOrigins,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+) -> Result<(Settings, Problems), NotReady> {
+    let length = args.deadline.unwrap_or(crate::config::DEFAULT_DEADLINE);
+    let (owned_args, owned_origins) = (args.clone(), origins.clone());
+    let what = match &args.properties_file {
+        Some(path) => format!("the configuration (--properties-file {})", path.display()),
+        None => "the configuration".to_owned(),
+    };
+    let read = super::deadline::blocking(length, cancel, (&what, Phase::Reading), move || {
+        let mut problems = Problems::default();
+        let settings = Settings::resolve(&owned_args, &owned_origins, &mut problems);
+        (settings, problems)
+    });
+    let (settings, problems) = read
+        .await
+        .map_err(|(code, message)| NotReady::Unresolved(code, message, Outputs::of_args(args)))?;
+    // The deadline may come from the properties file: passed already?
+    super::deadline::within_blocking(&settings, cancel, (&what, Phase::Reading), || ())
+        .await
+        .map_err(|(code, message)| NotReady::Unresolved(code, message, Outputs::of(&settings)))?;
+    Ok((settings, problems))
+}
+
+/// Runs `work` (planning over the settings) off the runtime's threads, within
+/// the deadline and until a stop signal; it hands the settings back.
+async fn planning<T: Send + 'static>(
+    settings: Settings,
+    cancel: Option<&tokio::sync::watch::Receiver<bool>>,
+    work: impl FnOnce(Settings) -> (Settings, T) + Send + 'static,
+) -> Result<(Settings, T), NotReady> {
+    let count = settings.jars.len() + settings.files.len() + settings.archives.len();
+    info!("planning {count} declared URI(s)");
+    let outputs = Outputs::of(&settings);
+    let what = format!("{count} declared URI(s)");
+    let length = settings.deadline.value;
+    super::deadline::blocking(length, cancel, (&what, Phase::Planning), move || {
+        work(settings)
+    })
+    .await
+    .map_err(|(code, message)| NotReady::Unresolved(code, message, outputs))
 }
 
 /// Whether every declared URI but the `oci://` references (resolved later)
@@ -560,9 +643,9 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     if plan.artifacts.is_empty() {
         info!("nothing to fetch: no jars or files were given (--jars, --files, --properties-file)");
     }
-    let options = engine_options(&settings, cancel);
+    let options = engine_options(&settings, cancel.clone());
     // Holds the directory locks until the outputs are written.
-    let run = engine::run(&plan, &sources, &options, reporter(&settings, log_format)).await;
+    let mut run = engine::run(&plan, &sources, &options, reporter(&settings, log_format)).await;
     let outcomes = &run.outcomes;
     let mut verdict = Verdict::of(&plan, outcomes);
     // An output in a directory another spark-localizer holds is that run's to write.
@@ -592,30 +675,36 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         }
         _ => None,
     };
-    let classpath_outputs = [&settings.classpath_file, &settings.env_file];
-    if verdict.code == ExitCode::Ok && classpath_outputs.iter().all(|p| ours(p)) {
-        if let Err(e) = write_classpath(&settings, &plan, outcomes) {
-            verdict.output_failed(
-                format!(
-                    "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
-                    settings.classpath_file.display(),
-                    settings.env_file.display()
-                ),
-                "every artifact was localized, but the classpath could not be written",
-            );
+    let classpath_ours = [&settings.classpath_file, &settings.env_file]
+        .iter()
+        .all(|p| ours(p));
+    let report_ours = ours(&settings.report);
+    let outputs = Outputs::of(&settings);
+    let length = settings.deadline.value;
+    let write = write_outputs(
+        settings,
+        plan,
+        std::mem::take(&mut run.outcomes),
+        (resolution, diagnosis),
+        verdict,
+        (classpath_ours, report_ours, started),
+    );
+    let written = super::deadline::blocking(
+        length,
+        Some(&cancel),
+        ("the classpath outputs and the report", Phase::Writing),
+        write,
+    )
+    .await;
+    let (settings, outcomes, verdict) = match written {
+        Ok(written) => written,
+        Err((code, message)) => {
+            return unresolved(args, code, &message, &outputs, started.elapsed())
         }
-    }
+    };
+    let outcomes = &outcomes;
     let elapsed = started.elapsed();
-    if ours(&settings.report) {
-        write_report(
-            &settings,
-            &plan,
-            outcomes,
-            (resolution.as_ref(), diagnosis),
-            elapsed,
-            &mut verdict,
-        );
-    }
+    let classpath_outputs = [&settings.classpath_file, &settings.env_file];
     summarize(outcomes, elapsed);
     if verdict.code != ExitCode::Ok {
         // Outputs of an earlier successful run would name files this run removed.
@@ -633,6 +722,47 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         );
     }
     verdict.code
+}
+
+/// What writes the classpath outputs (when every artifact was localized and
+/// they are this run's to write) and the report (when it is), to run off the
+/// runtime's threads.
+fn write_outputs(
+    settings: Settings,
+    plan: Plan,
+    outcomes: Vec<Outcome>,
+    (resolution, diagnosis): (
+        Option<crate::maven::Resolution>,
+        Option<crate::doctor::Diagnosis>,
+    ),
+    mut verdict: Verdict,
+    (classpath_ours, report_ours, started): (bool, bool, Instant),
+) -> impl FnOnce() -> (Settings, Vec<Outcome>, Verdict) + Send + 'static {
+    move || {
+        if verdict.code == ExitCode::Ok && classpath_ours {
+            if let Err(e) = write_classpath(&settings, &plan, &outcomes) {
+                verdict.output_failed(
+                    format!(
+                        "cannot write the classpath outputs ({}, {}): {e}; check the volume mount",
+                        settings.classpath_file.display(),
+                        settings.env_file.display()
+                    ),
+                    "every artifact was localized, but the classpath could not be written",
+                );
+            }
+        }
+        if report_ours {
+            write_report(
+                &settings,
+                &plan,
+                &outcomes,
+                (resolution.as_ref(), diagnosis),
+                started.elapsed(),
+                &mut verdict,
+            );
+        }
+        (settings, outcomes, verdict)
+    }
 }
 
 /// The first SIGTERM or SIGINT stops the transfers (they clean up and the run
@@ -669,7 +799,7 @@ pub(crate) fn engine_options(
         stall_timeout: settings.stall_timeout,
         archive_limits: settings.archive_limits,
         archive_classpath: settings.archive_classpath,
-        deadline: tokio::time::Instant::now() + settings.deadline.value,
+        deadline: super::deadline::at(settings.deadline.value),
         deadline_len: settings.deadline.value,
         fsync: settings.fsync,
     }

@@ -24,6 +24,7 @@ pub(crate) mod stage;
 /// process exit code (the exit-code table is `cmd/exit.rs`, documented in
 /// docs/contract.md).
 pub fn main() -> i32 {
+    deadline::start();
     let (cli, origins) = match cli::parse() {
         Ok(parsed) => parsed,
         Err(e) => {

@@ -283,17 +283,13 @@ impl Settings {
     /// declared jars.
     pub(crate) fn add_resolved(&mut self, resolution: &crate::maven::Resolution) {
         let origin = self.packages.origin.clone();
+        let mut seen = Seen::of(&self.jars);
         for jar in &resolution.jars {
             let uri = format!("{}#{}", jar.url, jar.coord.spark_name());
             if let Some(sha1) = jar.sha1 {
                 self.sha1_pins.insert(uri.clone(), sha1);
             }
-            if !self.jars.iter().any(|d| d.uri == uri) {
-                self.jars.push(Declared {
-                    uri,
-                    origin: origin.clone(),
-                });
-            }
+            seen.push(&mut self.jars, &uri, &origin);
         }
     }
 }
@@ -307,8 +303,9 @@ fn declared_uris(
 ) -> (Vec<Declared>, Vec<Declared>, Vec<Declared>) {
     let list = |setting: &Setting, given: &[String]| {
         let mut out = Vec::new();
+        let mut seen = Seen::default();
         for value in layers.lists(setting, given) {
-            push_uris(&mut out, &value.value, &value.origin);
+            push_uris(&mut out, &mut seen, &value.value, &value.origin);
         }
         out
     };
@@ -325,7 +322,13 @@ fn declared_uris(
             None => continue,
         };
         if !found.value.is_empty() {
-            push_uris(list, &format!("staging://{}", found.value), &found.origin);
+            let mut seen = Seen::of(list);
+            push_uris(
+                list,
+                &mut seen,
+                &format!("staging://{}", found.value),
+                &found.origin,
+            );
         }
     }
     let archives = list(&table::ARCHIVES, &args.archives);
@@ -507,12 +510,38 @@ pub(crate) fn termination_log(explicit: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| default.exists().then(|| default.to_owned()))
 }
 
-/// Splits a Spark-style comma-separated list; blanks are skipped, exact repeats dropped.
-fn push_uris(out: &mut Vec<Declared>, list: &str, origin: &Origin) {
+/// Splits a Spark-style comma-separated list; blanks are skipped, exact repeats
+/// dropped (in time linear in the list: `seen` holds what `out` has).
+fn push_uris(out: &mut Vec<Declared>, seen: &mut Seen, list: &str, origin: &Origin) {
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if !out.iter().any(|d| d.uri == item) {
+        seen.push(out, item, origin);
+    }
+}
+
+/// The URIs a list of declared URIs already holds, by hash: a repeat is found
+/// in constant time, not by a scan of the list (which made long lists quadratic).
+#[derive(Default)]
+struct Seen(std::collections::HashSet<String>);
+
+impl Seen {
+    fn of(list: &[Declared]) -> Self {
+        let mut seen = Seen::default();
+        for d in list {
+            seen.insert(&d.uri);
+        }
+        seen
+    }
+
+    /// Whether `uri` is new (and now held).
+    fn insert(&mut self, uri: &str) -> bool {
+        self.0.insert(uri.to_owned())
+    }
+
+    /// Appends `uri` to `out` unless it holds it already.
+    fn push(&mut self, out: &mut Vec<Declared>, uri: &str, origin: &Origin) {
+        if self.insert(uri) {
             out.push(Declared {
-                uri: item.to_owned(),
+                uri: uri.to_owned(),
                 origin: origin.clone(),
             });
         }

@@ -12,6 +12,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::time::timeout_at;
+
 use crate::plan::{Artifact, Plan, Target};
 use crate::progress::Reporter;
 use crate::source::Sources;
@@ -60,6 +62,7 @@ pub(crate) async fn run(
 ) -> Run {
     let mut state = RunState::new(plan, opts);
     let stopped = async {
+        state.check_local().await?;
         state.lock_dirs().await?;
         let todo = state.keep_verified().await?;
         reporter.begin(todo.len());
@@ -139,9 +142,10 @@ impl<'a> RunState<'a> {
         let outcomes = plan
             .artifacts
             .iter()
-            .map(|artifact| match &artifact.target {
-                Target::Local { path } => Some(local_outcome(artifact, path)),
-                Target::Fetch { .. } => None,
+            .map(|artifact| match (&artifact.target, artifact.pin) {
+                (Target::Local { .. }, None) => Some(Outcome::new(Status::Local)),
+                // A pinned local:// file is read by `check_local`.
+                _ => None,
             })
             .collect();
         RunState {
@@ -179,6 +183,39 @@ impl<'a> RunState<'a> {
             busy: self.busy,
             _locks: self.locks,
         }
+    }
+
+    /// Checks the pinned `local://` files against their pins, off the runtime's
+    /// threads, under the deadline and the stop signal.
+    async fn check_local(&mut self) -> Result<(), Stop> {
+        let pinned: Vec<usize> = self
+            .unsettled()
+            .filter(|&i| matches!(self.plan.artifacts[i].target, Target::Local { .. }))
+            .collect();
+        if pinned.is_empty() {
+            return Ok(());
+        }
+        let artifacts: Vec<Artifact> = pinned
+            .iter()
+            .map(|&i| self.plan.artifacts[i].clone())
+            .collect();
+        let check = tokio::task::spawn_blocking(move || {
+            artifacts
+                .iter()
+                .map(|a| local_outcome(a, a.target.path()))
+                .collect::<Vec<_>>()
+        });
+        let checked = tokio::select! {
+            biased;
+            () = cancelled(&self.opts.cancel) => return Err(Stop::Interrupted),
+            checked = timeout_at(self.opts.deadline, check) => checked.map_err(|_| Stop::Deadline)?,
+        };
+        let checked =
+            checked.unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()));
+        for (i, outcome) in pinned.into_iter().zip(checked) {
+            self.outcomes[i] = Some(outcome);
+        }
+        Ok(())
     }
 
     /// The plan's artifacts not settled yet, by index.

@@ -9,7 +9,20 @@ use crate::properties::Properties;
 /// Fuzz entry point: any bytes (read as UTF-8, lossily, like a file).
 pub fn properties(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let ours = Properties::parse(&text).ok().map(|p| {
+    let parsed = Properties::parse(&text).ok();
+    // Held in a small multiple of the text (a file of millions of short keys
+    // once took 32 times its size): the text once, 12 bytes and an index slot
+    // per key, each at most doubled by growth.
+    if let Some(p) = &parsed {
+        let bound = 16 * text.len() + 4096;
+        assert!(
+            p.retained_bytes() <= bound,
+            "{} bytes held for {} bytes of text",
+            p.retained_bytes(),
+            text.len()
+        );
+    }
+    let ours = parsed.map(|p| {
         p.iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect::<Vec<_>>()

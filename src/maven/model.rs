@@ -410,8 +410,9 @@ pub(crate) fn interpolate(
                     *budget = budget.saturating_sub(1);
                     if stack.len() > 32 || out.len() > 64 << 10 || *budget == 0 {
                         return Err(MavenError::Malformed(format!(
-                            "{}: the property {name} nests more than 32 deep, expands to more than 64 KiB or takes more than {MAX_SUBSTITUTIONS} substitutions",
-                            coord_text(at)
+                            "{}: the property {} nests more than 32 deep, expands to more than 64 KiB or takes more than {MAX_SUBSTITUTIONS} substitutions",
+                            coord_text(at),
+                            used_as(stack, name)
                         )));
                     }
                     stack.push(name.to_owned());
@@ -421,8 +422,9 @@ pub(crate) fn interpolate(
                     // value are 120 KiB (QA found that way past the limit).
                     if out.len() > 64 << 10 {
                         return Err(MavenError::Malformed(format!(
-                            "{}: a value naming ${{{name}}} expands to more than 64 KiB",
-                            coord_text(at)
+                            "{}: a value naming ${{{}}} expands to more than 64 KiB",
+                            coord_text(at),
+                            stack.first().map_or(name, String::as_str)
                         )));
                     }
                 }
@@ -435,6 +437,23 @@ pub(crate) fn interpolate(
     }
     let mut budget = MAX_SUBSTITUTIONS;
     expand(value, props, &mut Vec::new(), at, &mut budget)
+}
+
+/// The property the POM's value named (the outermost of `stack`, else `name`)
+/// and, when the limit was met deeper, the chain that led to `name`.
+fn used_as(stack: &[String], name: &str) -> String {
+    match stack.split_first() {
+        None => name.to_owned(),
+        Some((outer, through)) => {
+            let chain: Vec<String> = through
+                .iter()
+                .map(String::as_str)
+                .chain([name])
+                .map(|p| format!("${{{p}}}"))
+                .collect();
+            format!("{outer} (through {})", chain.join(" -> "))
+        }
+    }
 }
 
 fn to_dep(

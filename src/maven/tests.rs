@@ -466,6 +466,9 @@ async fn interpolation_takes_bounded_work() {
     let (r, _) = run(m, &["g:a:1"], Mode::Spark).await;
     let e = r.unwrap_err().to_string();
     assert!(e.contains("more than 4096 substitutions"), "{e}");
+    // Named as the POM wrote it: the property its value names, not the
+    // innermost one the limit was met in.
+    assert!(e.contains("the property p5 (through ${p4}"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     // Two names of a 60 KiB value in one: past the limit too.
     let mut m = Mem::default();

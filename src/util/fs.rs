@@ -54,6 +54,14 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Whether `error` is [`read_regular`]'s refusal of a file over its limit.
+pub(crate) fn too_large(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::InvalidData
+        && error
+            .get_ref()
+            .is_some_and(|e| e.to_string().starts_with("larger than "))
+}
+
 /// [`read_regular`] with [`CONFIG_LIMIT`], as UTF-8 text.
 pub(crate) fn read_config_text(path: &Path) -> io::Result<String> {
     String::from_utf8(read_regular(path, CONFIG_LIMIT)?)

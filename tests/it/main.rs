@@ -20,6 +20,7 @@ mod image;
 mod integrity;
 mod jvm;
 mod kerberos;
+mod lists;
 mod maven;
 mod mirror;
 mod nginx;
