@@ -850,6 +850,7 @@ fn a_busy_mirror_answers_in_time_and_is_not_dropped() {
             "2",
         ])
         .start();
+    // The scenario, not a wait: the origin holds longer than --mirror-timeout.
     std::thread::sleep(Duration::from_secs(4));
     origin.release();
     let out = run.finish();
