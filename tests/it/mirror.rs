@@ -1049,3 +1049,66 @@ fn transfers_in_progress_stay_under_max_bytes_and_what_cannot_fit_is_passed_thro
     assert_eq!(m["reserved_bytes"], 0, "{m:?}");
     assert!(m["stored_bytes"] <= max, "{m:?}");
 }
+
+#[test]
+fn a_transfer_of_unknown_size_grows_its_room_and_is_passed_through_when_it_runs_out() {
+    // No Content-Length: the mirror learns the size only at the end.
+    let origin = FaultServer::start();
+    let big = data(61, 5_000_000);
+    let small = data(62, 1_000_000);
+    origin.put("/big.jar", big.clone());
+    origin.put("/small.jar", small.clone());
+    origin.always("/big.jar", Fault::Unsized(4_000_000));
+    origin.always("/small.jar", Fault::Unsized(4_000_000));
+    let store = tempfile::tempdir().unwrap();
+    let max = 3_000_000u64;
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &origin.url("/"),
+            "--max-bytes",
+            &max.to_string(),
+        ],
+    );
+    let peak = DiskPeak::watch(store.path());
+    // The big one's first 3 MB are written, the rest comes straight from the
+    // origin as a range of the same version.
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &origin.url("/big.jar"), "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("big.jar")).unwrap(), big);
+    assert_eq!(report_mirror(&sb, "big.jar"), "served");
+    let peak = peak.finish();
+    assert!(peak <= max, "{peak} bytes on disk for --max-bytes {max}");
+    // Its room is given back once its last reader is done; then the small one
+    // fits and is kept.
+    assert!(
+        wait_for(Duration::from_secs(30), || mirror.metrics()
+            ["reserved_bytes"]
+            == 0),
+        "{:?}",
+        mirror.metrics()
+    );
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args([
+            "--jars",
+            &origin.url("/small.jar"),
+            "--mirror",
+            &mirror.url(),
+        ])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("small.jar")).unwrap(), small);
+    mirror.settled();
+    let m = mirror.metrics();
+    assert_eq!(m["passed_through_total"], 1, "{m:?}");
+    assert_eq!(m["blobs"], 1, "{m:?}");
+    assert_eq!(m["reserved_bytes"], 0, "{m:?}");
+    let big_gets = origin.gets("/big.jar");
+    assert_eq!(big_gets.len(), 2, "one whole, one range: {big_gets:?}");
+    assert!(big_gets[1].header("range").is_some(), "{big_gets:?}");
+}
