@@ -53,6 +53,8 @@ struct Lru {
     total: u64,
     /// Room promised to transfers in progress (their temp files fill it).
     reserved: u64,
+    /// Bytes of the blobs being read (they cannot be evicted).
+    pinned: u64,
     clock: u64,
 }
 
@@ -95,13 +97,7 @@ impl Reservation {
             return false;
         };
         let mut lru = store.lru.lock().expect("lock");
-        let pinned: u64 = lru
-            .blobs
-            .values()
-            .filter(|b| b.readers > 0)
-            .map(|b| b.size)
-            .sum();
-        if pinned + lru.reserved + extra > store.max_bytes {
+        if lru.pinned + lru.reserved + extra > store.max_bytes {
             return false;
         }
         lru.reserved += extra;
@@ -132,6 +128,10 @@ impl Drop for Reading {
         let mut lru = self.store.lru.lock().expect("lock");
         if let Some(blob) = lru.blobs.get_mut(&self.sha256) {
             blob.readers = blob.readers.saturating_sub(1);
+            if blob.readers == 0 {
+                let size = blob.size;
+                lru.pinned -= size;
+            }
         }
         self.store.evict(&mut lru);
     }
@@ -289,10 +289,14 @@ impl Store {
         let blob = lru.blobs.get_mut(sha256).expect("present");
         blob.used = clock;
         blob.readers += 1;
+        let first = blob.readers == 1;
         let now = SystemTime::now();
         if now.duration_since(blob.touched).unwrap_or_default() >= TOUCH_EVERY {
             blob.touched = now;
             let _ = file.set_modified(now);
+        }
+        if first {
+            lru.pinned += size;
         }
         Some(Reading {
             file,
@@ -381,6 +385,9 @@ impl Store {
         let mut lru = self.lru.lock().expect("lock");
         if let Some(blob) = lru.blobs.remove(sha256) {
             lru.total -= blob.size;
+            if blob.readers > 0 {
+                lru.pinned -= blob.size;
+            }
         }
         let _ = fs::remove_file(self.blob_path(sha256));
     }
@@ -508,7 +515,9 @@ mod tests {
         let reading = store.read(&b.sha256).unwrap();
         assert!(!store.reservation().grow(101));
         assert!(store.read(&b.sha256).is_some(), "nothing evicted in vain");
+        assert_eq!(store.lru.lock().unwrap().pinned, 100);
         drop(reading);
+        assert_eq!(store.lru.lock().unwrap().pinned, 0);
         assert!(store.lookup(&a.uri).is_none());
     }
 
