@@ -578,7 +578,7 @@ pub(crate) struct MirrorServeArgs {
     #[arg(long, env = env::MIRROR_DIR, default_value = "/var/lib/spark-localizer/mirror", value_name = "DIR")]
     pub dir: PathBuf,
 
-    /// Disk the blobs may use; the least recently used are evicted beyond it.
+    /// Disk the blobs and the transfers in progress may use together; the least recently used blobs are evicted beyond it.
     #[arg(long, env = env::MIRROR_MAX_BYTES, default_value_t = 10 << 30, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_bytes: u64,
 

@@ -14,8 +14,11 @@ struct Allowed {
     scheme: &'static str,
     host: String,
     port: Option<u16>,
-    /// Ends with `/` (or is empty): matched on whole path segments.
+    /// Ends with `/`: matched on whole path segments.
     prefix: String,
+    /// The prefix as given when it did not end with `/` (`/maven2`): that path
+    /// itself is allowed too.
+    exact: Option<String>,
     shown: String,
 }
 
@@ -77,7 +80,9 @@ impl AllowList {
             .ok_or("no host (or bucket)")?
             .to_ascii_lowercase();
         let mut prefix = url.path().to_owned();
+        let mut exact = None;
         if !prefix.ends_with('/') {
+            exact = Some(prefix.clone());
             prefix.push('/');
         }
         Ok(Allowed {
@@ -85,12 +90,15 @@ impl AllowList {
             host,
             port: url.port_or_known_default(),
             prefix,
+            exact,
             shown: value.to_owned(),
         })
     }
 
     /// Whether `uri` lies under an allowed origin (same scheme, host and port,
-    /// path under the prefix on a segment boundary, no `..` segments).
+    /// path under the prefix on a segment boundary, no `..` segments): under
+    /// `/good/`, `/good/x` but neither `/good` nor `/goodness`; under `/good`,
+    /// also `/good` itself.
     pub(crate) fn permits(&self, uri: &Url) -> bool {
         let Some(scheme) = canonical_scheme(uri.scheme()) else {
             return false;
@@ -110,7 +118,7 @@ impl AllowList {
             a.scheme == scheme
                 && a.host == host
                 && a.port == uri.port_or_known_default()
-                && (path.starts_with(&a.prefix) || format!("{path}/") == a.prefix)
+                && (path.starts_with(&a.prefix) || a.exact.as_deref() == Some(path))
         })
     }
 
@@ -306,6 +314,21 @@ mod tests {
             assert!(!ok(sneaky), "{sneaky}");
         }
         assert!(!ok("http://169.254.169.254/latest/meta-data/"));
+    }
+
+    #[test]
+    fn a_prefix_ending_in_a_slash_allows_only_what_lies_under_it() {
+        let allow = list(&["http://o/good/", "http://o/plain"]);
+        let ok = |u: &str| allow.permits(&Url::parse(u).unwrap());
+        assert!(ok("http://o/good/a.jar"));
+        assert!(ok("http://o/good/"));
+        assert!(!ok("http://o/good"));
+        assert!(!ok("http://o/goodness"));
+        assert!(!ok("http://o/goodness/a.jar"));
+        // Without the slash, the path itself and what lies under it.
+        assert!(ok("http://o/plain"));
+        assert!(ok("http://o/plain/a.jar"));
+        assert!(!ok("http://o/plainly"));
     }
 
     #[test]

@@ -6,11 +6,16 @@
 //! source allows. Every request for the URI meanwhile joins it and is served from
 //! the temp file as it grows; the blob is published (and the index updated) only
 //! once its digest is known and matches what was expected.
+//!
+//! The temp file never holds more than the room the store promised it: the
+//! announced size before the first byte, or [`GROW_STEP`] at a time when the
+//! origin did not say. A transfer that cannot get its room stops writing and is
+//! passed through: each request streams the rest from the origin itself.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
@@ -21,10 +26,12 @@ use url::Url;
 use super::store::{IndexEntry, Reading, Reservation};
 use super::Mirror;
 use crate::retry::RetryPolicy;
-use crate::source::{OpenRequest, Source, SourceError};
+use crate::source::{ByteStream, OpenRequest, Source, SourceError};
 
 /// Bytes received between two announcements of a fill's progress.
 const ANNOUNCE_STEP: u64 = 256 << 10;
+/// Room asked of the store at a time for a transfer of unknown size.
+const GROW_STEP: u64 = 1 << 20;
 
 /// Where a fill is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +46,14 @@ pub(super) enum State {
         size: u64,
         revalidated: bool,
     },
+    /// No room in the store: bytes `0..written` are in the temp file, the rest
+    /// is for each request to stream from the origin (a range from where it
+    /// is, with the origin's `validator`), without writing.
+    PassThrough {
+        written: u64,
+        size: Option<u64>,
+        validator: Option<String>,
+    },
     /// The origin failed (the message says how).
     Failed(String),
 }
@@ -50,6 +65,12 @@ pub(super) struct Fill {
     /// rename that publishes it).
     pub file: Arc<File>,
     pub state: watch::Receiver<State>,
+    /// The room the temp file may fill, kept until the last reader of the file
+    /// is done (or handed to the blob when published).
+    room: Mutex<Reservation>,
+    /// A transfer passed through before its first byte: the origin's body as
+    /// opened, for the first answer to take (the origin is asked once).
+    pub handoff: Mutex<Option<ByteStream>>,
     /// The blob held for the URI, opened (and so kept from eviction) while it is
     /// revalidated and until every request of this fill has its answer.
     _held: Option<Reading>,
@@ -77,12 +98,16 @@ pub(super) fn start(
         uri: uri.to_string(),
         file: Arc::new(reader),
         state: rx,
+        room: Mutex::new(mirror.store.reservation()),
+        handoff: Mutex::new(None),
         _held: held,
     });
     let mirror = mirror.clone();
+    let ours = fill.clone();
     tokio::spawn(async move {
         let key = uri.to_string();
-        let end = run(&mirror, &uri, known, writer, temp.to_path_buf(), &tx).await;
+        let end = run(&mirror, &ours, &uri, known, writer, temp.to_path_buf(), &tx).await;
+        drop(ours);
         let end = match end {
             Ok(done) => done,
             Err(message) => {
@@ -102,6 +127,7 @@ pub(super) fn start(
 /// The fill's work; the final state, or why it failed.
 async fn run(
     mirror: &Arc<Mirror>,
+    fill: &Arc<Fill>,
     uri: &Url,
     known: Option<IndexEntry>,
     writer: File,
@@ -132,7 +158,17 @@ async fn run(
         .await
         .map_err(|_| "the mirror is stopping".to_owned())?;
     mirror.metrics.misses.inc();
-    let (sha256, size, validator, room) = transfer(mirror, &source, uri, writer, tx).await?;
+    let (sha256, size, validator) = match transfer(mirror, fill, &source, uri, writer, tx).await? {
+        Transferred::Whole {
+            sha256,
+            size,
+            validator,
+        } => (sha256, size, validator),
+        Transferred::NoRoom(state) => {
+            debug!(uri = %uri, "mirror: no room in the store; passed through");
+            return Ok(state);
+        }
+    };
     // The digest is known: the answers in progress may end now (they read the
     // temp file); publishing (an fsync and a rename) is not their wait. The bytes
     // are kept under their own digest whatever a request expected: an answer
@@ -151,10 +187,13 @@ async fn run(
         validator,
     };
     let store = mirror.store.clone();
-    let published = tokio::task::spawn_blocking(move || store.insert(&temp, &entry, room))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
+    let fill = fill.clone();
+    let published = tokio::task::spawn_blocking(move || {
+        store.insert(&temp, &entry, &mut fill.room.lock().expect("lock"))
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()));
     if let Err(e) = published {
         // Served from the temp file all the same; only the cache missed out.
         warn!(uri = %uri, "mirror: cannot keep the blob: {e}");
@@ -162,16 +201,38 @@ async fn run(
     Ok(done)
 }
 
+/// How a transfer ended well.
+enum Transferred {
+    /// Every byte is in the temp file.
+    Whole {
+        sha256: String,
+        size: u64,
+        validator: Option<String>,
+    },
+    /// The store has no room for it: [`State::PassThrough`].
+    NoRoom(State),
+}
+
+/// Whether the fill's room covers `bytes` (asking the store for more, at least
+/// `step` at a time).
+fn room_for(fill: &Fill, bytes: u64, step: u64) -> bool {
+    let mut room = fill.room.lock().expect("lock");
+    let have = room.bytes();
+    bytes <= have || room.grow((bytes - have).max(step)) || room.grow(bytes - have)
+}
+
 /// Streams the origin into `writer`, retrying transient failures (resuming when
-/// the origin serves ranges of one version); returns the sha256, the size, the
-/// origin's validator and the room reserved in the store for it.
+/// the origin serves ranges of one version), never beyond the room the store
+/// promised; the sha256, the size and the origin's validator, or where the
+/// transfer stopped for want of room.
 async fn transfer(
     mirror: &Mirror,
+    fill: &Fill,
     source: &Arc<dyn Source>,
     uri: &Url,
     writer: File,
     tx: &watch::Sender<State>,
-) -> Result<(String, u64, Option<String>, Reservation), String> {
+) -> Result<Transferred, String> {
     let policy: RetryPolicy = mirror.retry;
     let mut out = std::io::BufWriter::with_capacity(256 << 10, writer);
     let mut hasher = Sha256::new();
@@ -181,7 +242,7 @@ async fn transfer(
     let mut attempt = 0u32;
     // What the joiners were told is readable.
     let mut announced = 0u64;
-    let mut room = Reservation::none();
+    let mut no_room = false;
     loop {
         attempt += 1;
         let resumable = written > 0 && validator.is_some();
@@ -210,9 +271,11 @@ async fn transfer(
             if opened.offset == 0 {
                 size = opened.meta.size;
                 validator = opened.meta.validator.clone();
-                if let Some(size) = size {
-                    // Room on the volume before the first byte is written.
-                    room = mirror.store.reserve(size);
+                // Room on the volume before the first byte is written.
+                if size.is_some_and(|s| !room_for(fill, s, 0)) {
+                    no_room = true;
+                    *fill.handoff.lock().expect("lock") = Some(opened.stream);
+                    return Err(full());
                 }
             }
             let mut stream = opened.stream;
@@ -222,19 +285,18 @@ async fn transfer(
                     .map_err(|_| stalled(mirror))?;
                 let Some(chunk) = next else { break };
                 let chunk = chunk?;
+                let after = written + chunk.len() as u64;
+                if let Some(s) = size.filter(|s| after > *s) {
+                    return Err(oversized(s));
+                }
+                if !room_for(fill, after, GROW_STEP) {
+                    no_room = true;
+                    return Err(full());
+                }
                 out.write_all(&chunk).map_err(local)?;
                 hasher.update(&chunk);
-                written += chunk.len() as u64;
+                written = after;
                 mirror.metrics.origin_bytes.add(chunk.len() as u64);
-                if size.is_some_and(|s| written > s) {
-                    return Err(SourceError::new(
-                        crate::source::FaultKind::Integrity,
-                        format!(
-                            "the origin sent more than the announced {} bytes",
-                            size.unwrap_or(0)
-                        ),
-                    ));
-                }
                 // Joiners may read what is flushed: announced in steps, so that
                 // each wakes once per step, not once per network chunk.
                 if written - announced >= ANNOUNCE_STEP || size == Some(written) {
@@ -243,27 +305,19 @@ async fn transfer(
                     tx.send_replace(State::Streaming { written, size });
                 }
             }
-            match size {
-                Some(s) if written < s => Err(SourceError::new(
-                    crate::source::FaultKind::Transient,
-                    format!("the body ended after {written} of {s} bytes"),
-                )),
-                _ => Ok(()),
-            }
+            whole(written, size)
         }
         .await;
         let error = match streamed {
             Ok(()) => break,
+            Err(_) if no_room => return passed(&mut out, written, size, validator),
             Err(e) => e,
         };
         let can_resume = written > 0 && validator.is_some() && error.is_transient();
         if !can_resume && written > 0 {
             // Start over: truncate what we hold (joiners read only up to `written`,
             // which goes back to 0: they fail rather than splice two bodies).
-            out.flush().map_err(|e| local(e).describe())?;
-            out.get_mut().set_len(0).map_err(|e| local(e).describe())?;
-            use std::io::Seek;
-            out.get_mut().rewind().map_err(|e| local(e).describe())?;
+            truncate(&mut out).map_err(|e| local(e).describe())?;
             hasher = Sha256::new();
             written = 0;
             announced = 0;
@@ -280,7 +334,60 @@ async fn transfer(
         }
     }
     out.flush().map_err(|e| local(e).describe())?;
-    Ok((hex::encode(hasher.finalize()), written, validator, room))
+    Ok(Transferred::Whole {
+        sha256: hex::encode(hasher.finalize()),
+        size: written,
+        validator,
+    })
+}
+
+/// A transfer without room: what is written stays readable, the rest comes
+/// from the origin.
+fn passed(
+    out: &mut std::io::BufWriter<File>,
+    written: u64,
+    size: Option<u64>,
+    validator: Option<String>,
+) -> Result<Transferred, String> {
+    out.flush().map_err(|e| local(e).describe())?;
+    Ok(Transferred::NoRoom(State::PassThrough {
+        written,
+        size,
+        validator,
+    }))
+}
+
+/// Whether a body that ended after `written` bytes was whole.
+fn whole(written: u64, size: Option<u64>) -> Result<(), SourceError> {
+    match size {
+        Some(s) if written < s => Err(SourceError::new(
+            crate::source::FaultKind::Transient,
+            format!("the body ended after {written} of {s} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Empties the temp file to start over.
+fn truncate(out: &mut std::io::BufWriter<File>) -> std::io::Result<()> {
+    use std::io::Seek;
+    out.flush()?;
+    out.get_mut().set_len(0)?;
+    out.get_mut().rewind()
+}
+
+fn oversized(size: u64) -> SourceError {
+    SourceError::new(
+        crate::source::FaultKind::Integrity,
+        format!("the origin sent more than the announced {size} bytes"),
+    )
+}
+
+fn full() -> SourceError {
+    SourceError::new(
+        crate::source::FaultKind::Refused,
+        "no room in the mirror's store",
+    )
 }
 
 fn stalled(mirror: &Mirror) -> SourceError {

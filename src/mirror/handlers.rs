@@ -211,7 +211,7 @@ fn decide(
                 size: Some(size),
             },
         },
-        FillState::Streaming { size, .. } => Decision::Fill {
+        FillState::Streaming { size, .. } | FillState::PassThrough { size, .. } => Decision::Fill {
             digest: expected,
             size,
         },
@@ -408,56 +408,231 @@ fn fill_stream(
     fill: Arc<Fill>,
     expected: Option<String>,
 ) -> impl Stream<Item = io::Result<Bytes>> + Send {
-    let state = fill.state.clone();
-    futures_util::stream::unfold(Some((0u64, state, fill)), move |step| {
-        let mirror = mirror.clone();
-        let expected = expected.clone();
-        async move {
-            let (at, mut state, fill) = step?;
-            loop {
-                let current = state.borrow_and_update().clone();
-                let available = match &current {
-                    FillState::Starting => 0,
-                    FillState::Streaming { written, .. } if *written < at => {
-                        return Some((Err(io::Error::other("the transfer started over")), None));
-                    }
-                    FillState::Streaming { written, .. } => written.saturating_sub(1),
-                    FillState::Done { sha256, .. }
-                        if expected.as_ref().is_some_and(|e| e != sha256) =>
-                    {
-                        warn!(uri = %redact_url(&fill.uri), "mirror: the origin's bytes are not the sha256 asked for; the answer is cut short");
-                        return Some((Err(io::Error::other("digest mismatch")), None));
-                    }
-                    FillState::Done { size, .. } => *size,
-                    FillState::Failed(message) => {
-                        return Some((Err(io::Error::other(message.clone())), None));
-                    }
+    // Two chunks in flight: the pump waits for a slow client (and stops when
+    // it goes away).
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    tokio::spawn(pump(mirror, fill, expected, tx));
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        let chunk = rx.recv().await?;
+        Some((chunk, rx))
+    })
+}
+
+/// Sends the transfer's bytes to one answer as they arrive (the last one held
+/// back until the digest is known), and, when the transfer is passed through,
+/// the rest straight from the origin.
+async fn pump(
+    mirror: Arc<Mirror>,
+    fill: Arc<Fill>,
+    expected: Option<String>,
+    tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+) {
+    let mut state = fill.state.clone();
+    let mut at = 0u64;
+    let failed = |why: String| Err(io::Error::other(why));
+    loop {
+        let current = state.borrow_and_update().clone();
+        let available = match &current {
+            FillState::Starting => 0,
+            FillState::Streaming { written, .. } if *written < at => {
+                let _ = tx.send(failed("the transfer started over".into())).await;
+                return;
+            }
+            FillState::Streaming { written, .. } => written.saturating_sub(1),
+            FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| e != sha256) => {
+                warn!(uri = %redact_url(&fill.uri), "mirror: the origin's bytes are not the sha256 asked for; the answer is cut short");
+                let _ = tx.send(failed("digest mismatch".into())).await;
+                return;
+            }
+            FillState::Done { size, .. } => *size,
+            FillState::PassThrough { written, .. } if at < *written => *written,
+            FillState::PassThrough { validator, .. } => {
+                let passed = PassThrough {
+                    at,
+                    validator: validator.clone(),
+                    expected: expected.clone(),
                 };
-                // While the transfer runs, wait for a whole chunk (a wake-up and a
-                // read per network chunk would cost more than the bytes).
-                let whole = matches!(current, FillState::Done { .. }) || available - at >= CHUNK;
-                if at < available && whole {
-                    let n = (available - at).min(CHUNK);
-                    return match read_at(fill.file.clone(), at, n).await {
-                        Ok(bytes) => {
-                            mirror.metrics.served_bytes.add(bytes.len() as u64);
-                            let next = at + bytes.len() as u64;
-                            Some((Ok(bytes), Some((next, state, fill))))
-                        }
-                        Err(e) => Some((Err(e), None)),
-                    };
+                passed.run(&mirror, &fill, &tx).await;
+                return;
+            }
+            FillState::Failed(message) => {
+                let _ = tx.send(failed(message.clone())).await;
+                return;
+            }
+        };
+        // While the transfer runs, wait for a whole chunk (a wake-up and a
+        // read per network chunk would cost more than the bytes).
+        let settled = matches!(
+            current,
+            FillState::Done { .. } | FillState::PassThrough { .. }
+        );
+        if at < available && (settled || available - at >= CHUNK) {
+            let n = (available - at).min(CHUNK);
+            let read = read_at(fill.file.clone(), at, n).await;
+            if let Ok(bytes) = &read {
+                mirror.metrics.served_bytes.add(bytes.len() as u64);
+                at += bytes.len() as u64;
+            }
+            let stop = read.is_err();
+            if tx.send(read).await.is_err() || stop {
+                return;
+            }
+            continue;
+        }
+        if matches!(current, FillState::Done { .. }) {
+            return;
+        }
+        if state.changed().await.is_err() && !settled_state(&state.borrow()) {
+            let _ = tx.send(failed("the transfer stopped".into())).await;
+            return;
+        }
+    }
+}
+
+fn settled_state(state: &FillState) -> bool {
+    matches!(
+        state,
+        FillState::Done { .. } | FillState::PassThrough { .. }
+    )
+}
+
+/// The rest of one answer from the origin, for a transfer the store had no
+/// room for: from offset `at` (a range of the same version), without writing.
+struct PassThrough {
+    at: u64,
+    validator: Option<String>,
+    expected: Option<String>,
+}
+
+impl PassThrough {
+    async fn run(
+        self,
+        mirror: &Arc<Mirror>,
+        fill: &Arc<Fill>,
+        tx: &tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+    ) {
+        if let Err(why) = self.stream(mirror, fill, tx).await {
+            let shown = redact_url(&fill.uri);
+            warn!(uri = %shown, "mirror: passing through from the origin: {why}");
+            let _ = tx.send(Err(io::Error::other(why))).await;
+        }
+    }
+
+    async fn stream(
+        &self,
+        mirror: &Arc<Mirror>,
+        fill: &Arc<Fill>,
+        tx: &tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+    ) -> Result<(), String> {
+        use sha2::Digest;
+        let at = self.at;
+        if at > 0 && self.validator.is_none() {
+            return Err("the origin names no version to resume from".to_owned());
+        }
+        // The bytes already sent count toward the digest asked for.
+        let mut hasher = match &self.expected {
+            Some(_) => Some(
+                hash_prefix(fill.file.clone(), at)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        let _slot = mirror
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| "the mirror is stopping".to_owned())?;
+        mirror.metrics.passed_through.inc();
+        let stall = mirror.stall_timeout;
+        let stalled = || {
+            format!(
+                "no data from the origin for {} (--stall-timeout)",
+                crate::util::duration::format_duration(stall)
+            )
+        };
+        let handed = match at {
+            0 => fill.handoff.lock().expect("lock").take(),
+            _ => None,
+        };
+        let mut stream = match handed {
+            Some(stream) => stream,
+            None => {
+                let uri = Url::parse(&fill.uri).map_err(|e| e.to_string())?;
+                let source = mirror.source(&uri)?;
+                let request = crate::source::OpenRequest {
+                    offset: at,
+                    end: None,
+                    validator: if at > 0 { self.validator.clone() } else { None },
+                };
+                let opened = tokio::time::timeout(stall, source.open(&uri, &request))
+                    .await
+                    .map_err(|_| stalled())?
+                    .map_err(|e| e.describe())?;
+                if opened.offset != at || (at > 0 && opened.meta.validator != self.validator) {
+                    return Err("the origin changed during the transfer".to_owned());
                 }
-                if matches!(current, FillState::Done { .. }) {
-                    return None;
-                }
-                if state.changed().await.is_err()
-                    && !matches!(*state.borrow(), FillState::Done { .. })
-                {
-                    return Some((Err(io::Error::other("the transfer stopped")), None));
+                opened.stream
+            }
+        };
+        // One chunk held back until the digest is known.
+        let mut held: Option<Bytes> = None;
+        loop {
+            let next = tokio::time::timeout(stall, stream.next())
+                .await
+                .map_err(|_| stalled())?;
+            let Some(chunk) = next else { break };
+            let chunk = chunk.map_err(|e| e.describe())?;
+            mirror.metrics.origin_bytes.add(chunk.len() as u64);
+            if let Some(h) = hasher.as_mut() {
+                h.update(&chunk);
+            }
+            if let Some(previous) = held.replace(chunk) {
+                mirror.metrics.served_bytes.add(previous.len() as u64);
+                if tx.send(Ok(previous)).await.is_err() {
+                    return Ok(());
                 }
             }
         }
+        if let (Some(expected), Some(h)) = (&self.expected, hasher) {
+            let got = hex::encode(h.finalize());
+            if got != *expected {
+                return Err(format!(
+                    "the origin has sha256 {got}, not the {expected} asked for"
+                ));
+            }
+        }
+        if let Some(last) = held {
+            mirror.metrics.served_bytes.add(last.len() as u64);
+            let _ = tx.send(Ok(last)).await;
+        }
+        Ok(())
+    }
+}
+
+/// The sha256 state of the first `n` bytes of `file`.
+async fn hash_prefix(file: Arc<std::fs::File>, n: u64) -> io::Result<sha2::Sha256> {
+    tokio::task::spawn_blocking(move || {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; CHUNK as usize];
+        let mut at = 0u64;
+        while at < n {
+            let want = (n - at).min(CHUNK) as usize;
+            let read = file.read_at(&mut buf[..want], at)?;
+            if read == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the transfer's file is shorter than written",
+                ));
+            }
+            hasher.update(&buf[..read]);
+            at += read as u64;
+        }
+        Ok(hasher)
     })
+    .await
+    .unwrap_or_else(|e| Err(io::Error::other(e)))
 }
 
 /// `POST /v1/verify?sha256=…`: a client found this blob damaged; hash it again

@@ -37,10 +37,19 @@ pub(super) struct Metrics {
     pub(super) origin_bytes: Counter,
     pub(super) served_bytes: Counter,
     pub(super) corrupt: Counter,
+    pub(super) passed_through: Counter,
+}
+
+/// The gauges, read when `/metrics` is asked.
+pub(super) struct Gauges {
+    blobs: usize,
+    stored: u64,
+    reserved: u64,
+    transfers: usize,
 }
 
 impl Metrics {
-    fn render(&self, blobs: usize, bytes: u64) -> String {
+    fn render(&self, gauges: &Gauges) -> String {
         let counters = [
             (
                 "hits_total",
@@ -83,6 +92,11 @@ impl Metrics {
                 "Blobs found damaged on disk and dropped.",
                 &self.corrupt,
             ),
+            (
+                "passed_through_total",
+                "Answers streamed from the origin without storing (no room in the store).",
+                &self.passed_through,
+            ),
         ];
         let mut out = String::new();
         for (name, help, counter) in counters {
@@ -91,18 +105,40 @@ impl Metrics {
                 counter.get()
             ));
         }
-        out.push_str(&format!(
-            "# HELP spark_localizer_mirror_blobs Blobs held.\n# TYPE spark_localizer_mirror_blobs gauge\nspark_localizer_mirror_blobs {blobs}\n# HELP spark_localizer_mirror_stored_bytes Bytes of the blobs held.\n# TYPE spark_localizer_mirror_stored_bytes gauge\nspark_localizer_mirror_stored_bytes {bytes}\n"
-        ));
+        let gauges = [
+            ("blobs", "Blobs held.", gauges.blobs as u64),
+            ("stored_bytes", "Bytes of the blobs held.", gauges.stored),
+            (
+                "reserved_bytes",
+                "Bytes promised to transfers in progress (their temp files).",
+                gauges.reserved,
+            ),
+            (
+                "transfers",
+                "Transfers in progress (until their blob is published).",
+                gauges.transfers as u64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            out.push_str(&format!(
+                "# HELP spark_localizer_mirror_{name} {help}\n# TYPE spark_localizer_mirror_{name} gauge\nspark_localizer_mirror_{name} {value}\n"
+            ));
+        }
         out
     }
 }
 
 pub(super) async fn endpoint(State(mirror): State<Arc<Mirror>>) -> Response {
-    let (blobs, bytes) = mirror.store.usage();
+    let (blobs, stored) = mirror.store.usage();
+    let gauges = Gauges {
+        blobs,
+        stored,
+        reserved: mirror.store.reserved(),
+        transfers: mirror.fills.lock().expect("lock").len(),
+    };
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        mirror.metrics.render(blobs, bytes),
+        mirror.metrics.render(&gauges),
     )
         .into_response()
 }

@@ -144,7 +144,7 @@ pub(crate) async fn serve(
     info!(
         "mirror on http://{addr}: store {} (at most {} bytes), origins allowed: {}",
         config.dir.display(),
-        config.max_bytes,
+        store.max_bytes(),
         config.allow.shown()
     );
     let mirror = Arc::new(Mirror {

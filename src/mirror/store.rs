@@ -53,6 +53,8 @@ struct Lru {
     total: u64,
     /// Room promised to transfers in progress (their temp files fill it).
     reserved: u64,
+    /// Bytes of the blobs being read (they cannot be evicted).
+    pinned: u64,
     clock: u64,
 }
 
@@ -65,20 +67,43 @@ pub(super) struct Store {
     lru: Mutex<Lru>,
 }
 
-/// Room promised to a transfer in progress, given back when dropped (or turned
-/// into the blob's by [`Store::insert`]).
+/// Room promised to a transfer in progress (its temp file never holds more),
+/// given back when dropped (or turned into the blob's by [`Store::insert`]).
 pub(super) struct Reservation {
     store: Option<Arc<Store>>,
     bytes: u64,
 }
 
 impl Reservation {
-    /// No room promised (the size is not known).
+    /// No room promised, and none to be had (tests publish without one).
+    #[cfg(test)]
     pub(super) fn none() -> Reservation {
         Reservation {
             store: None,
             bytes: 0,
         }
+    }
+
+    /// The bytes promised.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Promises `extra` bytes more, evicting the least recently used blobs
+    /// nobody reads to make room; false (and nothing evicted) when they cannot
+    /// fit under `--max-bytes` even so.
+    pub(super) fn grow(&mut self, extra: u64) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        let mut lru = store.lru.lock().expect("lock");
+        if lru.pinned + lru.reserved + extra > store.max_bytes {
+            return false;
+        }
+        lru.reserved += extra;
+        store.evict(&mut lru);
+        self.bytes += extra;
+        true
     }
 }
 
@@ -103,6 +128,10 @@ impl Drop for Reading {
         let mut lru = self.store.lru.lock().expect("lock");
         if let Some(blob) = lru.blobs.get_mut(&self.sha256) {
             blob.readers = blob.readers.saturating_sub(1);
+            if blob.readers == 0 {
+                let size = blob.size;
+                lru.pinned -= size;
+            }
         }
         self.store.evict(&mut lru);
     }
@@ -211,7 +240,7 @@ impl Store {
                 dir.display(),
                 lru.blobs.len(),
                 lru.total,
-                max_bytes
+                store.max_bytes
             );
         }
         Ok(store)
@@ -260,10 +289,14 @@ impl Store {
         let blob = lru.blobs.get_mut(sha256).expect("present");
         blob.used = clock;
         blob.readers += 1;
+        let first = blob.readers == 1;
         let now = SystemTime::now();
         if now.duration_since(blob.touched).unwrap_or_default() >= TOUCH_EVERY {
             blob.touched = now;
             let _ = file.set_modified(now);
+        }
+        if first {
+            lru.pinned += size;
         }
         Some(Reading {
             file,
@@ -288,12 +321,14 @@ impl Store {
 
     /// Publishes the verified temp file `temp` as blob `entry.sha256` (read-only,
     /// fsynced before the rename) and records `entry` for its URI; then evicts.
-    /// A blob larger than the whole store is not kept.
+    /// The room promised to the transfer becomes the blob's; it stays promised
+    /// when the blob was held already (the temp file lives on until its readers
+    /// are done). A blob larger than the whole store is not kept.
     pub(super) fn insert(
         &self,
         temp: &Path,
         entry: &IndexEntry,
-        mut room: Reservation,
+        room: &mut Reservation,
     ) -> io::Result<()> {
         if entry.size > self.max_bytes {
             debug!(uri = %entry.uri, "mirror: {} bytes is more than --max-bytes; not kept", entry.size);
@@ -304,10 +339,9 @@ impl Store {
         fs::set_permissions(temp, fs::Permissions::from_mode(0o444))?;
         let path = self.blob_path(&entry.sha256);
         let mut lru = self.lru.lock().expect("lock");
-        // The room promised becomes the blob's (or goes back).
-        lru.reserved -= std::mem::take(&mut room.bytes);
         if !lru.blobs.contains_key(&entry.sha256) {
             fs::rename(temp, &path)?;
+            lru.reserved -= std::mem::take(&mut room.bytes);
             lru.total += entry.size;
             lru.clock += 1;
             let used = lru.clock;
@@ -327,18 +361,23 @@ impl Store {
         crate::layout::write_atomic(&self.index_path(&entry.uri), &json, true)
     }
 
-    /// Promises `bytes` to a transfer about to fill a temp file, evicting the
-    /// least recently used blobs to make room first (the volume holds the temp
-    /// files too). Nothing for an object larger than the store (not kept).
-    pub(super) fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
-        let bytes = if bytes > self.max_bytes { 0 } else { bytes };
-        let mut lru = self.lru.lock().expect("lock");
-        lru.reserved += bytes;
-        self.evict(&mut lru);
+    /// An empty promise for a transfer about to fill a temp file, to
+    /// [`Reservation::grow`] before each byte is written.
+    pub(super) fn reservation(self: &Arc<Self>) -> Reservation {
         Reservation {
             store: Some(self.clone()),
-            bytes,
+            bytes: 0,
         }
+    }
+
+    /// The effective `--max-bytes` (lowered at start to what the volume holds).
+    pub(super) fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Bytes promised to transfers in progress.
+    pub(super) fn reserved(&self) -> u64 {
+        self.lru.lock().expect("lock").reserved
     }
 
     /// Forgets the blob `sha256` (found damaged).
@@ -346,6 +385,9 @@ impl Store {
         let mut lru = self.lru.lock().expect("lock");
         if let Some(blob) = lru.blobs.remove(sha256) {
             lru.total -= blob.size;
+            if blob.readers > 0 {
+                lru.pinned -= blob.size;
+            }
         }
         let _ = fs::remove_file(self.blob_path(sha256));
     }
@@ -384,7 +426,9 @@ mod tests {
             size: body.len() as u64,
             validator: Some("\"v1\"".to_owned()),
         };
-        store.insert(&temp, &entry, Reservation::none()).unwrap();
+        store
+            .insert(&temp, &entry, &mut Reservation::none())
+            .unwrap();
         entry
     }
 
@@ -425,7 +469,8 @@ mod tests {
         put(&store, dir.path(), "http://o/a", &[1; 100]);
         let b = put(&store, dir.path(), "http://o/b", &[2; 100]);
         // 100 more bytes on their way: the least recently used blob goes now.
-        let room = store.reserve(100);
+        let mut room = store.reservation();
+        assert!(room.grow(100));
         assert_eq!(store.usage(), (1, 100));
         assert!(store.lookup("http://o/b").is_some());
         // Published, the promised room becomes the blob's: nothing else goes.
@@ -437,13 +482,43 @@ mod tests {
             size: 100,
             validator: None,
         };
-        store.insert(&temp, &c, room).unwrap();
+        store.insert(&temp, &c, &mut room).unwrap();
+        assert_eq!(room.bytes(), 0);
         assert_eq!(store.usage(), (2, 200));
         assert!(store.read(&b.sha256).is_some());
         // A promise dropped unused is given back.
-        drop(store.reserve(50));
+        let mut unused = store.reservation();
+        assert!(unused.grow(50));
+        drop(unused);
         assert_eq!(store.usage(), (2, 200));
-        assert_eq!(store.lru.lock().unwrap().reserved, 0);
+        assert_eq!(store.reserved(), 0);
+    }
+
+    #[test]
+    fn room_that_cannot_fit_is_refused_and_evicts_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("m"), 250).unwrap());
+        let a = put(&store, dir.path(), "http://o/a", &[1; 100]);
+        // More than the whole store.
+        assert!(!store.reservation().grow(251));
+        // Two transfers at once share the store: the second does not fit.
+        let mut first = store.reservation();
+        assert!(first.grow(200));
+        assert_eq!(store.usage(), (0, 0), "a was evicted for it");
+        let mut second = store.reservation();
+        assert!(!second.grow(100));
+        assert!(second.grow(50));
+        assert!(!second.grow(1));
+        drop(first);
+        // A blob being read cannot be evicted: what is left is all there is.
+        let b = put(&store, dir.path(), "http://o/b", &[2; 100]);
+        let reading = store.read(&b.sha256).unwrap();
+        assert!(!store.reservation().grow(101));
+        assert!(store.read(&b.sha256).is_some(), "nothing evicted in vain");
+        assert_eq!(store.lru.lock().unwrap().pinned, 100);
+        drop(reading);
+        assert_eq!(store.lru.lock().unwrap().pinned, 0);
+        assert!(store.lookup(&a.uri).is_none());
     }
 
     #[test]

@@ -729,7 +729,14 @@ fn resolution_obeys_the_deadline_and_a_stop() {
     let out = sb.resolve().args(args).args(["--deadline", "2s"]).run();
     out.expect_code(5);
     let running = sb.fetch().args(args).start();
-    std::thread::sleep(Duration::from_millis(700));
+    // Stopped once it is resolving (not before its handler is in place).
+    assert!(
+        crate::support::wait_for(Duration::from_secs(30), || running
+            .stderr_so_far()
+            .contains("resolving 1 package(s)")),
+        "{}",
+        running.stderr_so_far()
+    );
     running.signal("TERM");
     let out = running.finish();
     out.expect_code(7)

@@ -110,6 +110,16 @@ impl Mirror {
             .collect()
     }
 
+    /// Waits until no transfer is in progress: every blob the answers so far
+    /// came from is published (a publish ends after the client's last byte).
+    fn settled(&self) {
+        assert!(
+            wait_for(Duration::from_secs(30), || self.metrics()["transfers"] == 0),
+            "transfers still in progress: {:?}",
+            self.metrics()
+        );
+    }
+
     fn blobs(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.dir.join("blobs"))
             .map(|d| d.map(|e| e.unwrap().path()).collect())
@@ -228,6 +238,7 @@ fn revalidation_costs_the_origin_headers_and_a_pin_not_even_that() {
         sb
     };
     fetch(&[]);
+    mirror.settled();
     assert_eq!(origin_gets(&nginx, "a.jar"), 1);
     // Unpinned: a conditional HEAD, answered 304; no body leaves the origin.
     let sb = fetch(&[]);
@@ -256,8 +267,8 @@ fn revalidation_costs_the_origin_headers_and_a_pin_not_even_that() {
     assert_eq!(report_mirror(&pinned, "a.jar"), "served");
     assert_eq!(nginx.access_log().len(), before, "{:?}", nginx.access_log());
     assert_eq!(mirror.metrics()["hits_total"], 1);
-    // Changed at the origin: the conditional request says so, the new bytes come.
-    std::thread::sleep(Duration::from_millis(1100));
+    // Changed at the origin (nginx's ETag holds the size): the conditional
+    // request says so, the new bytes come.
     let changed = data(9, 210_000);
     std::fs::write(root.path().join("a.jar"), &changed).unwrap();
     let sb = fetch(&[]);
@@ -282,6 +293,8 @@ fn the_store_stays_under_max_bytes_and_survives_a_restart() {
             .args(["--jars", &nginx.url(name), "--mirror", &mirror.url()])
             .run()
             .expect_code(0);
+        // Published before the next one (the order of last use decides eviction).
+        mirror.settled();
         assert_eq!(std::fs::read(sb.jar(name)).unwrap(), bodies[name]);
         pins.push_str(&format!(
             "{}  {}\n",
@@ -329,6 +342,7 @@ fn a_damaged_blob_is_caught_by_the_client_which_falls_back_and_the_mirror_drops_
         .args(["--jars", &uri, "--mirror", &mirror.url()])
         .run()
         .expect_code(0);
+    mirror.settled();
     let [blob] = mirror.blobs().try_into().unwrap();
     std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut damaged = bodies["a.jar"].clone();
@@ -679,6 +693,10 @@ fn encoded_dots_slashes_and_redirects_cannot_leave_an_allowed_prefix() {
     );
     let get = |uri: &str| mirror.request("GET", &format!("/v1/fetch?uri={}", urlencode(uri)));
     assert_eq!(get(&nginx.url("repo/a.jar")).0, 200);
+    // A prefix ending in `/` allows what lies under it, nothing beside it.
+    for beside in ["repo", "repository/a.jar", "repo.jar"] {
+        assert_eq!(get(&nginx.url(beside)).0, 403, "{beside}");
+    }
     for sneaky in [
         "repo/..%2fsecret.txt",
         "repo/..%252fsecret.txt",
@@ -832,6 +850,7 @@ fn a_busy_mirror_answers_in_time_and_is_not_dropped() {
             "2",
         ])
         .start();
+    // The scenario, not a wait: the origin holds longer than --mirror-timeout.
     std::thread::sleep(Duration::from_secs(4));
     origin.release();
     let out = run.finish();
@@ -934,4 +953,162 @@ fn an_object_replaced_during_a_fill_is_fetched_again_from_the_start() {
     assert!(body == replaced);
     // The first GET, one resume (answered with the new object whole), the restart.
     assert_eq!(origin.gets("/a.jar").len(), 3);
+}
+
+/// Samples the bytes under `dir` (blobs and transfers in progress) on a thread
+/// until the returned guard is finished; its largest sample.
+struct DiskPeak {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl DiskPeak {
+    fn watch(dir: &Path) -> DiskPeak {
+        fn bytes(dir: &Path) -> u64 {
+            ["blobs", "tmp"]
+                .iter()
+                .filter_map(|d| std::fs::read_dir(dir.join(d)).ok())
+                .flatten()
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dir = dir.to_owned();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            // A sample, not a wait: the peak is whatever was seen.
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(bytes(&dir));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak.max(bytes(&dir))
+        });
+        DiskPeak { stop, thread }
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+#[test]
+fn transfers_in_progress_stay_under_max_bytes_and_what_cannot_fit_is_passed_through() {
+    // A slow origin (4 MB/s per connection): the transfers overlap.
+    let origin = FaultServer::start();
+    let big = data(51, 6_000_000);
+    origin.put("/big.jar", big.clone());
+    origin.always("/big.jar", Fault::Paced(4_000_000));
+    let parts: Vec<Vec<u8>> = (0..3).map(|i| data(52 + i, 2_000_000)).collect();
+    for (i, body) in parts.iter().enumerate() {
+        origin.put(&format!("/p{i}.jar"), body.clone());
+        origin.always(&format!("/p{i}.jar"), Fault::Paced(2_000_000));
+    }
+    let store = tempfile::tempdir().unwrap();
+    let max = 5_000_000u64;
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &origin.url("/"),
+            "--max-bytes",
+            &max.to_string(),
+        ],
+    );
+    let peak = DiskPeak::watch(store.path());
+    // Larger than the store: passed through whole, never written, asked once.
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &origin.url("/big.jar"), "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("big.jar")).unwrap(), big);
+    assert_eq!(report_mirror(&sb, "big.jar"), "served");
+    assert_eq!(origin.gets("/big.jar").len(), 1);
+    // Three at once, 6 MB for a 5 MB store: what does not fit is passed through.
+    let jars: Vec<String> = (0..3).map(|i| origin.url(&format!("/p{i}.jar"))).collect();
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &jars.join(","), "--mirror", &mirror.url()])
+        .args(["--parallelism", "3"])
+        .run()
+        .expect_code(0);
+    for (i, body) in parts.iter().enumerate() {
+        let name = format!("p{i}.jar");
+        assert_eq!(&std::fs::read(sb.jar(&name)).unwrap(), body, "{name}");
+        assert_eq!(report_mirror(&sb, &name), "served", "{name}");
+        assert_eq!(origin.gets(&format!("/{name}")).len(), 1, "{name}");
+    }
+    let peak = peak.finish();
+    assert!(peak <= max, "{peak} bytes on disk for --max-bytes {max}");
+    mirror.settled();
+    let m = mirror.metrics();
+    assert!(m["passed_through_total"] >= 1, "{m:?}");
+    assert_eq!(m["reserved_bytes"], 0, "{m:?}");
+    assert!(m["stored_bytes"] <= max, "{m:?}");
+}
+
+#[test]
+fn a_transfer_of_unknown_size_grows_its_room_and_is_passed_through_when_it_runs_out() {
+    // No Content-Length: the mirror learns the size only at the end.
+    let origin = FaultServer::start();
+    let big = data(61, 5_000_000);
+    let small = data(62, 1_000_000);
+    origin.put("/big.jar", big.clone());
+    origin.put("/small.jar", small.clone());
+    origin.always("/big.jar", Fault::Unsized(4_000_000));
+    origin.always("/small.jar", Fault::Unsized(4_000_000));
+    let store = tempfile::tempdir().unwrap();
+    let max = 3_000_000u64;
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &origin.url("/"),
+            "--max-bytes",
+            &max.to_string(),
+        ],
+    );
+    let peak = DiskPeak::watch(store.path());
+    // The big one's first 3 MB are written, the rest comes straight from the
+    // origin as a range of the same version.
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args(["--jars", &origin.url("/big.jar"), "--mirror", &mirror.url()])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("big.jar")).unwrap(), big);
+    assert_eq!(report_mirror(&sb, "big.jar"), "served");
+    let peak = peak.finish();
+    assert!(peak <= max, "{peak} bytes on disk for --max-bytes {max}");
+    // Its room is given back once its last reader is done; then the small one
+    // fits and is kept.
+    assert!(
+        wait_for(Duration::from_secs(30), || mirror.metrics()
+            ["reserved_bytes"]
+            == 0),
+        "{:?}",
+        mirror.metrics()
+    );
+    let sb = Sandbox::new();
+    sb.fetch()
+        .args([
+            "--jars",
+            &origin.url("/small.jar"),
+            "--mirror",
+            &mirror.url(),
+        ])
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("small.jar")).unwrap(), small);
+    mirror.settled();
+    let m = mirror.metrics();
+    assert_eq!(m["passed_through_total"], 1, "{m:?}");
+    assert_eq!(m["blobs"], 1, "{m:?}");
+    assert_eq!(m["reserved_bytes"], 0, "{m:?}");
+    let big_gets = origin.gets("/big.jar");
+    assert_eq!(big_gets.len(), 2, "one whole, one range: {big_gets:?}");
+    assert!(big_gets[1].header("range").is_some(), "{big_gets:?}");
 }

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{data, sha256_hex, Fault, FaultServer, Sandbox};
+use crate::support::{data, sha256_hex, wait_for, Fault, FaultServer, Sandbox};
 
 /// The binary with only the flags given (no `--no-progress`), proxies cleared.
 fn bare(sb: &Sandbox, args: &[&str]) -> Command {
@@ -33,6 +33,7 @@ fn off_a_terminal_progress_lines_and_a_summary_are_logged() {
     server.put("/slow.jar", data(1, 2 << 20));
     server.on("/slow.jar", 1, Fault::Hold(64 << 10));
     let sb = Sandbox::new();
+    let log = tempfile::NamedTempFile::new().unwrap();
     let child = bare(
         &sb,
         &[
@@ -43,15 +44,22 @@ fn off_a_terminal_progress_lines_and_a_summary_are_logged() {
             &server.url("/slow.jar"),
         ],
     )
+    .stderr(log.reopen().unwrap())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Held until a periodic progress line is out (however long a busy machine
+    // takes to start the process).
+    let progressed = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(log.path())
+            .unwrap_or_default()
+            .contains("progress: 0/1 files")
+    });
     server.release();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = std::fs::read_to_string(log.path()).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("progress: 0/1 files"),
+        progressed,
         "no periodic progress line while the transfer was held:\n{stderr}"
     );
     assert!(

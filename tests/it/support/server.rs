@@ -60,6 +60,9 @@ pub enum Fault {
     /// Answer after this long, with `Connection: close`, then close the
     /// connection: a small server that takes one connection per request.
     Closing(Duration),
+    /// As `Paced`, without announcing the size of a whole body: no
+    /// `Content-Length`, the end is the connection's close (ranges keep theirs).
+    Unsized(u64),
 }
 
 /// A request as the server saw it. Header names are lower-case.
@@ -373,7 +376,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
         if out.write_all(head.as_bytes()).await.is_err() {
             return;
         }
-        if let Some(Fault::Paced(rate)) = fault {
+        if let Some(Fault::Paced(rate) | Fault::Unsized(rate)) = fault {
             let started = tokio::time::Instant::now();
             for (i, step) in body[..cut].chunks(8 << 10).enumerate() {
                 let due = Duration::from_secs_f64((i * (8 << 10)) as f64 / rate as f64);
@@ -429,7 +432,7 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                 _ => {}
             }
         }
-        if close {
+        if close || matches!(fault, Some(Fault::Unsized(_))) {
             return;
         }
     }
@@ -504,7 +507,11 @@ fn respond(req: &Request, fault: Option<&Fault>, file: Option<Object>) -> Reply 
             format!("bytes {start}-{}/{len}", end - 1),
         ));
     }
-    headers.push(("Content-Length".into(), (end - start).to_string()));
+    if matches!(fault, Some(Fault::Unsized(_))) && status == 200 {
+        headers.push(("Connection".into(), "close".into()));
+    } else {
+        headers.push(("Content-Length".into(), (end - start).to_string()));
+    }
     Reply {
         status,
         headers,
