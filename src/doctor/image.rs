@@ -15,7 +15,7 @@ pub(crate) struct Image {
     pub unreadable: Vec<(String, String)>,
     /// Entries named `*.jar` that are not files (a directory, a FIFO, a
     /// symbolic link that leads nowhere): name and what they are.
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<Skipped>,
     pub versions: Versions,
 }
 
@@ -83,10 +83,13 @@ impl Image {
     }
 }
 
+/// An entry named `*.jar` that is not a file: its name and what it is.
+pub(crate) type Skipped = (String, String);
+
 /// The `*.jar` entries directly in `dir`, sorted by name: the regular files
 /// (symbolic links followed), and the others (a directory, a FIFO, a link that
 /// leads nowhere) with why they are skipped.
-pub(crate) fn jar_paths(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<(String, String)>)> {
+pub(crate) fn jar_paths(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<Skipped>)> {
     let mut paths = Vec::new();
     let mut skipped = Vec::new();
     for entry in std::fs::read_dir(dir)?.filter_map(|e| e.ok()) {
