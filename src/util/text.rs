@@ -17,8 +17,19 @@ pub(crate) fn terminal_safe(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// For a formatted log line: what tracing's own escaping leaves raw (NUL, CR,
+/// VT and the other C0 controls) escaped; line breaks, tabs and ESC (tracing
+/// escapes it in values, so an ESC here is its own colouring) kept.
+pub(crate) fn log_safe(s: &str) -> Cow<'_, str> {
+    escape_except(s, |c| matches!(c, '\n' | '\t' | '\x1b'))
+}
+
 fn escape(s: &str, keep_newlines: bool) -> Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && !(keep_newlines && c == '\n');
+    escape_except(s, |c| keep_newlines && c == '\n')
+}
+
+fn escape_except(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && !keep(c);
     if !s.chars().any(unsafe_char) {
         return Cow::Borrowed(s);
     }
@@ -62,5 +73,9 @@ mod tests {
         }
         assert!(matches!(escape_controls("plain"), Cow::Borrowed(_)));
         assert_eq!(terminal_safe("a\u{1b}b\nc\0\n"), "a\\x1bb\nc\\x00\n");
+        assert_eq!(
+            log_safe("\u{1b}[2mINFO\u{1b}[0m a\0b\rc\td\u{7}\n"),
+            "\u{1b}[2mINFO\u{1b}[0m a\\x00b\\rc\td\\x07\n"
+        );
     }
 }

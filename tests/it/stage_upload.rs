@@ -404,6 +404,38 @@ fn a_silent_server_is_given_up_on_after_the_stall_timeout() {
     }
 }
 
+/// A server's error message with control characters (NUL, ESC, BEL, CR) reaches
+/// the log escaped, never raw (issue 35: tracing escapes ESC and BEL, not NUL or CR).
+#[test]
+fn a_refusal_with_control_characters_is_logged_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = files(dir.path(), &[("a.jar", b"tiny")]);
+    let server = crate::support::FaultServer::start();
+    server.always(
+        "/api/v0/resources",
+        crate::support::Fault::StatusBody(
+            400,
+            vec![("Content-Type".into(), "application/json".into())],
+            r#"{"error":"bad\u0000\u001b]0;pwn\u0007\rx"}"#.into(),
+        ),
+    );
+    for format in ["text", "json"] {
+        let out = upload(
+            &["--server", &server.url(""), "--log-format", format],
+            &[&small[0]],
+            &[],
+        );
+        out.expect(3);
+        let raw: Vec<char> = out
+            .stderr
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(raw.is_empty(), "{format}: {raw:?} in {:?}", out.stderr);
+        assert!(out.stderr.contains("bad"), "{format}: {}", out.stderr);
+    }
+}
+
 #[test]
 fn tls_with_the_test_ca() {
     let pki = Pki::new();
