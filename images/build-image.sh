@@ -18,6 +18,8 @@
 #
 # The build context is target/image/<variant>/. Installs podman, runc, ca-certificates and
 # libgssapi-krb5-2 when missing (scripts/setup/image.sh). Prints the image name last.
+# SPARK_LOCALIZER_PODMAN_ROOT=DIR builds into a storage of its own under DIR (--root,
+# --runroot, --tmpdir), not the user's: the tests use it (tests/it/support/podman.rs).
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,6 +45,10 @@ abs() {
     *) echo "${caller}/$1" ;;
     esac
 }
+if [ -n "${SPARK_LOCALIZER_PODMAN_ROOT:-}" ]; then
+    podman_root=$(abs "$SPARK_LOCALIZER_PODMAN_ROOT")
+    podman+=(--root "${podman_root}/root" --runroot "${podman_root}/run" --tmpdir "${podman_root}/tmp")
+fi
 
 # check_elf VAR PATH MACHINE static|dynamic WHAT: fails unless PATH (named by VAR) is an
 # executable for MACHINE linked as asked (images/elf.sh). The wrong binary under a

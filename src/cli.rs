@@ -166,6 +166,15 @@ pub(crate) struct UploadArgs {
     /// The regular files to bundle (one bundle of --kind); each goes in flat, under its file name.
     #[arg(required_unless_present_any = ["jars", "files_bundle"], value_name = "FILES")]
     pub files: Vec<PathBuf>,
+
+    /// Time allowed to open a TCP/TLS connection to the server.
+    #[arg(long, env = env::CONNECT_TIMEOUT, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
+
+    /// The upload fails (exit 3) when the server takes no byte and answers nothing for
+    /// this long (after the whole bundle is sent, plus 1s per 16 MiB sent to store it).
+    #[arg(long, env = env::STALL_TIMEOUT, default_value = "30s", value_parser = positive_duration, value_name = "DURATION")]
+    pub stall_timeout: Duration,
 }
 
 /// Inputs of `stage serve`.

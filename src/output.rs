@@ -222,11 +222,13 @@ impl Report {
     }
 }
 
-/// The termination message: which URIs failed and why, cut to 4 KiB on a char boundary.
+/// The termination message: which URIs failed and why (control characters
+/// escaped), cut to 4 KiB on a char boundary.
 pub(crate) fn termination_text(headline: &str, failures: &[String]) -> String {
-    let mut out = format!("spark-localizer: {headline}\n");
+    use crate::util::text::escape_controls as shown;
+    let mut out = format!("spark-localizer: {}\n", shown(headline));
     for (i, f) in failures.iter().enumerate() {
-        let line = format!("- {}\n", crate::util::redact::scrub(f));
+        let line = format!("- {}\n", shown(&crate::util::redact::scrub(f)));
         // Keep room for the "and N more" line unless this is the last failure.
         let reserve = if i + 1 < failures.len() { 64 } else { 0 };
         if out.len() + line.len() + reserve > TERMINATION_LIMIT {

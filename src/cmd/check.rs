@@ -242,9 +242,11 @@ fn describe_packages(r: &crate::maven::Resolution) -> String {
     text
 }
 
-/// Writes to stdout; a closed pipe (`check | head`) is not an error.
+/// Writes to stdout, control characters (from untrusted names and values) escaped
+/// but line breaks kept; a closed pipe (`check | head`) is not an error.
 fn out(text: &str) {
     use std::io::Write;
+    let text = crate::util::text::terminal_safe(text);
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 

@@ -79,7 +79,7 @@ pub(crate) fn image_dir(
 
 /// How many `*.jar` files `dir` holds (as the doctor will read them).
 fn count_jars(dir: &Path) -> std::io::Result<usize> {
-    Ok(crate::doctor::image::jar_paths(dir)?.len())
+    Ok(crate::doctor::image::jar_paths(dir)?.0.len())
 }
 
 /// `--spark-jars` as the user spelled it: `--doctor-jars` is its alias.
@@ -230,23 +230,25 @@ pub(crate) fn log(d: &Diagnosis, strict: bool) {
     info!(
         "classpath doctor: {} added jar(s) against {} ({})",
         d.added.len(),
-        d.image.dir.display(),
+        crate::util::text::escape_controls(&d.image.dir.display().to_string()),
         d.image.versions.shown()
     );
+    use crate::util::text::escape_controls as shown;
     for f in &d.findings {
         let classes = if f.classes.is_empty() {
             String::new()
         } else {
-            format!(" [{}]", f.classes.join(", "))
+            format!(" [{}]", shown(&f.classes.join(", ")))
         };
+        let (message, advice) = (shown(&f.message), shown(&f.advice));
         match f.severity {
             Severity::Error if strict => {
-                error!("doctor {}: {}{classes}; fix: {}", f.id, f.message, f.advice)
+                error!("doctor {}: {message}{classes}; fix: {advice}", f.id)
             }
             Severity::Error | Severity::Warning => {
-                warn!("doctor {}: {}{classes}; fix: {}", f.id, f.message, f.advice)
+                warn!("doctor {}: {message}{classes}; fix: {advice}", f.id)
             }
-            Severity::Note => info!("doctor {}: {}", f.id, f.message),
+            Severity::Note => info!("doctor {}: {message}", f.id),
         }
     }
 }

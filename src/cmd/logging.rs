@@ -12,14 +12,17 @@ use tracing_subscriber::Layer;
 use crate::cli::LogFormat;
 use crate::env_vars;
 
-/// stderr, with every write passed through [`crate::util::redact::scrub`] and drawn
-/// above the progress bars when they are on screen.
+/// stderr, with every write passed through [`crate::util::redact::scrub`] and
+/// [`crate::util::text::log_safe`], drawn above the progress bars when they are on
+/// screen.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ScrubbedStderr;
 
 impl Write for ScrubbedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = crate::util::redact::scrub(&String::from_utf8_lossy(buf));
+        // Control characters from untrusted names that tracing leaves raw (NUL, CR).
+        let text = crate::util::text::log_safe(&text);
         // A closed or full stderr must not stop the work (nor the report and the
         // termination message): lines that cannot be written are dropped.
         let _ = crate::progress::suspend(|| std::io::stderr().lock().write_all(text.as_bytes()));

@@ -41,8 +41,10 @@ pub(crate) enum ChecksumsError {
         source: std::io::Error,
     },
     /// A line is not `<64 hex digits>  <name or URI>`.
-    #[error("invalid checksums file {origin}, line {line}: {message}")]
+    #[error("invalid {kind} {origin}, line {line}: {message}")]
     Malformed {
+        /// What the file is: `checksums file` or `lockfile`.
+        kind: &'static str,
         /// The file, or whatever name the text was given.
         origin: String,
         /// 1-based line number.
@@ -52,10 +54,12 @@ pub(crate) enum ChecksumsError {
     },
     /// The same key is pinned twice to different digests.
     #[error(
-        "invalid checksums file {origin}, line {line}: {key} is already pinned to a different \
+        "invalid {kind} {origin}, line {line}: {key} is already pinned to a different \
          digest on line {first_line}; keep only the right one"
     )]
     Conflict {
+        /// What the file is: `checksums file` or `lockfile`.
+        kind: &'static str,
         /// The file, or whatever name the text was given.
         origin: String,
         /// The key pinned twice, with any credentials masked.
@@ -84,11 +88,23 @@ impl Checksums {
     /// Parses `sha256sum`-format text; `origin` names it in errors (usually
     /// the file path).
     pub(crate) fn parse(text: &str, origin: &str) -> Result<Checksums, ChecksumsError> {
+        Checksums::parse_as(text, origin, "checksums file")
+    }
+
+    /// Parses a lockfile's pins (`sha256sum` format; a UTF-8 BOM is dropped);
+    /// errors call it a lockfile.
+    pub(crate) fn parse_lockfile(text: &str, origin: &str) -> Result<Checksums, ChecksumsError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        Checksums::parse_as(text, origin, "lockfile")
+    }
+
+    fn parse_as(text: &str, origin: &str, kind: &'static str) -> Result<Checksums, ChecksumsError> {
         let mut checksums = Checksums::default();
         for (index, raw) in text.split('\n').enumerate() {
             let line = index + 1;
             let raw = raw.strip_suffix('\r').unwrap_or(raw);
             let parsed = parse_line(raw).map_err(|message| ChecksumsError::Malformed {
+                kind,
                 origin: origin.to_string(),
                 line,
                 message,
@@ -100,6 +116,7 @@ impl Checksums {
                 Some(pin) if pin.digest == digest => {}
                 Some(pin) => {
                     return Err(ChecksumsError::Conflict {
+                        kind,
                         origin: origin.to_string(),
                         key: redact_url(&key),
                         first_line: pin.line,
@@ -151,6 +168,7 @@ impl Checksums {
                 Some(mine) if mine.digest == pin.digest => {}
                 Some(mine) => {
                     return Err(ChecksumsError::Conflict {
+                        kind: "lockfile",
                         origin: origin.to_string(),
                         key: redact_url(key),
                         first_line: mine.line,

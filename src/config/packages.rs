@@ -226,7 +226,7 @@ pub(crate) fn load_lock(
             return;
         }
     };
-    let pins = match Checksums::parse(&text, &path.display().to_string()) {
+    let pins = match Checksums::parse_lockfile(&text, &path.display().to_string()) {
         Ok(pins) => pins,
         Err(e) => {
             problems.push(e);

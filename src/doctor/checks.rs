@@ -5,7 +5,8 @@ use super::jar::{pom_dependency_version, Jar};
 use super::names::{self, major_minor};
 use super::{image_jar, Added, Finding, Image, Severity};
 
-/// `image-versions` (note), `image-unknown` and `unreadable-image-jar` (warnings).
+/// `image-versions` (note), `image-unknown`, `image-entry-skipped` and
+/// `unreadable-jar` (warnings).
 pub(super) fn image_versions(image: &Image) -> Vec<Finding> {
     let v = &image.versions;
     let mut out = vec![Finding::new(
@@ -35,6 +36,15 @@ pub(super) fn image_versions(image: &Image) -> Vec<Finding> {
                 image.dir.display()
             ),
             "point --spark-home at the image's SPARK_HOME (or --spark-jars at its jars directory)",
+        ));
+    }
+    for (name, what) in &image.skipped {
+        out.push(Finding::new(
+            "image-entry-skipped",
+            Severity::Warning,
+            vec![image_jar(name)],
+            format!("the image's {name} is {what}, not a jar file: not looked into"),
+            "the JVM cannot load classes from it either: check how the image's jars directory was built",
         ));
     }
     for (name, why) in &image.unreadable {

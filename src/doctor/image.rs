@@ -13,6 +13,9 @@ pub(crate) struct Image {
     pub jars: Vec<Jar>,
     /// Jars that could not be read: name and why.
     pub unreadable: Vec<(String, String)>,
+    /// Entries named `*.jar` that are not files (a directory, a FIFO, a
+    /// symbolic link that leads nowhere): name and what they are.
+    pub skipped: Vec<Skipped>,
     pub versions: Versions,
 }
 
@@ -54,7 +57,7 @@ impl Image {
     /// Reads every `*.jar` directly in `dir`, sorted by name. `Err` when `dir`
     /// cannot be listed.
     pub(crate) fn read(dir: &Path) -> Result<Image, String> {
-        let paths = jar_paths(dir).map_err(|e| e.to_string())?;
+        let (paths, skipped) = jar_paths(dir).map_err(|e| e.to_string())?;
         let mut jars = Vec::new();
         let mut unreadable = Vec::new();
         for path in paths {
@@ -74,20 +77,60 @@ impl Image {
             dir: dir.to_owned(),
             jars,
             unreadable,
+            skipped,
             versions,
         })
     }
 }
 
-/// The `*.jar` files directly in `dir`, sorted by name.
-pub(crate) fn jar_paths(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jar")) && p.is_file())
-        .collect();
+/// An entry named `*.jar` that is not a file: its name and what it is.
+pub(crate) type Skipped = (String, String);
+
+/// The `*.jar` entries directly in `dir`, sorted by name: the regular files
+/// (symbolic links followed), and the others (a directory, a FIFO, a link that
+/// leads nowhere) with why they are skipped.
+pub(crate) fn jar_paths(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<Skipped>)> {
+    let mut paths = Vec::new();
+    let mut skipped = Vec::new();
+    for entry in std::fs::read_dir(dir)?.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        if !path
+            .extension()
+            .is_some_and(|x| x.eq_ignore_ascii_case("jar"))
+        {
+            continue;
+        }
+        match not_a_file(&path) {
+            None => paths.push(path),
+            Some(why) => skipped.push((entry.file_name().to_string_lossy().into_owned(), why)),
+        }
+    }
     paths.sort();
-    Ok(paths)
+    skipped.sort();
+    Ok((paths, skipped))
+}
+
+/// Why `path` is not a regular file (after symbolic links), or `None` when it is.
+fn not_a_file(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = match std::fs::metadata(path) {
+        Ok(m) => m.file_type(),
+        Err(e) => return Some(format!("a symbolic link that leads to no file ({e})")),
+    };
+    let what = if t.is_file() {
+        return None;
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Some(what.to_owned())
 }
 
 /// What the jars say of Spark, Scala and Hadoop.

@@ -21,6 +21,24 @@ use url::Url;
 
 use crate::archive::EntryKind;
 
+/// The tokens of a token file's text, with their 1-based line numbers: one per
+/// line, a UTF-8 BOM dropped and each line trimmed (spaces, the CR of a file saved
+/// on Windows), blank lines and `#` comments skipped. The one way token files are
+/// read: the server's `--upload-token-file`, the client's `--token-file` and a
+/// kubeconfig's `tokenFile`.
+pub(crate) fn token_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    text.lines()
+        .enumerate()
+        .map(|(n, line)| (n + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+}
+
+/// Whether an `Authorization: Bearer` header can carry `token`: visible ASCII.
+pub(crate) fn token_header_safe(token: &str) -> bool {
+    token.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// Whether `fetch` can publish a bundle with these entries (see
 /// [`crate::archive::list_tar_gz`]): regular files at its top level only, each
 /// with a name a destination can take, none of the outputs' default names. The

@@ -1868,3 +1868,136 @@ fn another_scala_library_and_nested_class_names() {
         "{d:#}"
     );
 }
+
+/// Whether `text` holds a control character other than a line break: what could
+/// clear or retitle the terminal of whoever reads it.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect()
+}
+
+/// A jar's coordinates and a property value holding ESC, BEL and NUL (issue 35):
+/// `check`'s text, `fetch`'s log and its termination message show them escaped;
+/// the JSON keeps them exact.
+#[test]
+fn control_characters_from_jars_and_properties_are_escaped_in_text() {
+    let Some(fx) = fx() else { return };
+    let evil = fx.jar(
+        "evil_2.13-1.0.jar",
+        JarSpec::new().resource("README.txt", "x").pom(
+            "com.ex",
+            "evil_2.13",
+            "1.0\u{1b}]0;pwn\u{7}",
+        ),
+    );
+    let props = fx.properties("spark.plugins=com.ex.Plug\\u001b[2J\\u001b]0;pwn\\u0007\\u0000\n");
+    let props = s(&props);
+    let out = fx.check_text(&[&evil], &["--properties-file", &props]);
+    out.expect_code(8);
+    assert_eq!(
+        raw_controls(&out.stdout),
+        Vec::<char>::new(),
+        "{:?}",
+        out.stdout
+    );
+    assert_eq!(
+        raw_controls(&out.stderr),
+        Vec::<char>::new(),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.stdout
+            .contains("spark.plugins names com.ex.Plug\\x1b[2J\\x1b]0;pwn\\x07\\x00"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("1.0\\x1b]0;pwn\\x07"), "{out}");
+
+    let (out, doc) = fx.check_json(&[&evil], &["--properties-file", &props]);
+    out.expect_code(8);
+    let f = &with_id(&doc["doctor"], "class-not-found")[0];
+    assert_eq!(
+        f["classes"][0], "com.ex.Plug\u{1b}[2J\u{1b}]0;pwn\u{7}\u{0}",
+        "{f:#}"
+    );
+
+    let out = fx
+        .sb
+        .fetch()
+        .arg("--doctor-jars")
+        .arg(fx.image_jars())
+        .args(["--properties-file", &props, "--jars", &uri(&evil)])
+        .arg("--doctor-strict")
+        .run();
+    out.expect_code(8);
+    assert_eq!(
+        raw_controls(&out.stderr),
+        Vec::<char>::new(),
+        "{:?}",
+        out.stderr
+    );
+    let term = fx.sb.term_log_text().expect("a termination message");
+    assert_eq!(raw_controls(&term), Vec::<char>::new(), "{term:?}");
+    assert!(term.contains("com.ex.Plug\\x1b[2J"), "{term}");
+}
+
+/// Entries of the image's jars directory named `*.jar` that are not files — a
+/// directory, a FIFO, a symbolic-link loop — are named in a warning, not skipped
+/// silently (issue 35); a name with control characters is shown escaped.
+#[test]
+fn image_entries_that_are_not_files_are_warned_about() {
+    let Some(fx) = fx() else { return };
+    let image = fx.sb.root.join("image");
+    std::fs::create_dir_all(&image).unwrap();
+    for name in ["spark-core_2.12-3.5.3.jar", "scala-library-2.12.18.jar"] {
+        std::os::unix::fs::symlink(fx.image_jars().join(name), image.join(name)).unwrap();
+    }
+    std::fs::create_dir(image.join("dir\u{1b}]0;pwn\u{7}.jar")).unwrap();
+    let fifo = std::ffi::CString::new(s(&image.join("fifo.jar"))).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink(image.join("loop.jar"), image.join("loop.jar")).unwrap();
+    let plugin = fx.plugin();
+    let run = |json: bool| {
+        let mut cmd = fx
+            .sb
+            .check()
+            .args(["--spark-jars", &s(&image), "--jars", &uri(&plugin)]);
+        if json {
+            cmd = cmd.args(["--output", "json"]);
+        }
+        cmd.run()
+    };
+    let out = run(true);
+    let doc = json(&out);
+    expect(&out, &doc, 0, &["warning:image-entry-skipped"; 3]);
+    let skipped: Vec<(Vec<&str>, &str)> = with_id(&doc["doctor"], "image-entry-skipped")
+        .into_iter()
+        .map(|f| (jars_of(f), message(f)))
+        .collect();
+    let about = |name: &str| -> &str {
+        skipped
+            .iter()
+            .find(|(jars, _)| jars == &[format!("image:{name}").as_str()])
+            .unwrap_or_else(|| panic!("no finding about {name:?}: {skipped:?}"))
+            .1
+    };
+    assert!(about("dir\u{1b}]0;pwn\u{7}.jar").contains("is a directory"));
+    assert!(about("fifo.jar").contains("is a FIFO"));
+    assert!(about("loop.jar").contains("symbolic link"));
+
+    let out = run(false);
+    out.expect_code(0);
+    assert_eq!(
+        raw_controls(&out.stdout),
+        Vec::<char>::new(),
+        "{:?}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "WARN  image-entry-skipped: the image's dir\\x1b]0;pwn\\x07.jar is a directory"
+        ),
+        "{out}"
+    );
+}

@@ -11,6 +11,8 @@
 //! the Kerberos image from this test build's glibc binary (the recipe is the same as for
 //! the release binary). Without podman the tests are skipped locally and fail under CI;
 //! where podman is installed but cannot run a container, they are skipped with a message.
+//! Every image and container lives in a throwaway storage (`support::podman`), removed
+//! when the test process exits: the user's container storage is never written.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -61,17 +63,9 @@ pub fn built_bin(var: &str, build: &str) -> Option<PathBuf> {
     Some(path)
 }
 
-/// `podman` with the flags that work on these machines (root, vfs, runc, no cgroup manager).
+/// `podman` on the tests' throwaway storage (never the user's).
 fn podman() -> Command {
-    let mut cmd = Command::new("podman");
-    cmd.args([
-        "--storage-driver=vfs",
-        "--runtime",
-        "runc",
-        "--cgroup-manager=cgroupfs",
-    ]);
-    cmd.stdin(Stdio::null());
-    cmd
+    crate::support::podman::podman()
 }
 
 /// `podman run --rm` with host networking and the rlimits runc may set here.
@@ -163,6 +157,10 @@ fn build_image(
             Command::new("bash")
                 .arg(&script)
                 .args([variant, tag])
+                .env(
+                    crate::support::podman::ROOT_VAR,
+                    crate::support::podman::root(),
+                )
                 .envs(env.iter().copied())
                 .stdin(Stdio::null()),
         );
@@ -372,6 +370,35 @@ fn file_in_layer(layer: &[u8], path: &str) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// The images are built in the tests' throwaway storage, never in the user's (issue
+/// 35: a manifest list left there whose instance was gone made `podman images` fail):
+/// the tag is in the throwaway storage, under its root, and the user's `podman images`
+/// (read only) still works.
+#[test]
+fn images_are_built_in_a_throwaway_storage() {
+    let Some(image) = static_image() else { return };
+    let exists = output(podman().args(["image", "exists", &image]));
+    assert!(
+        exists.status.success(),
+        "{image} is not in the tests' storage\n{}",
+        text(&exists)
+    );
+    let root = crate::support::podman::root();
+    let out = output(podman().args(["info", "--format", "{{.Store.GraphRoot}}"]));
+    let graph = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        Path::new(&graph).starts_with(root),
+        "{graph} is not under {}",
+        root.display()
+    );
+    let users = output(Command::new("podman").arg("images").stdin(Stdio::null()));
+    assert!(
+        users.status.success(),
+        "the user's podman images fails\n{}",
+        text(&users)
+    );
 }
 
 /// One tag for amd64 and arm64 nodes: the static image's tag is a manifest list. Pushed

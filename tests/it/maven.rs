@@ -746,7 +746,8 @@ fn resolution_obeys_the_deadline_and_a_stop() {
 
 /// Lockfiles that cannot be trusted are configuration errors: an empty one (a
 /// mis-mounted ConfigMap), one without its `# packages:` line next to declared
-/// packages, a missing one, an entry with a trailing comment.
+/// packages, a missing one, an entry with a trailing comment, a malformed pin, a
+/// jar pinned twice.
 #[test]
 fn untrustworthy_lockfiles_are_refused() {
     let sb = Sandbox::new();
@@ -766,10 +767,30 @@ fn untrustworthy_lockfiles_are_refused() {
             vec![],
             "is not a lockfile entry",
         ),
+        // Errors of the pins' syntax say "lockfile", not "checksums file" (issue 35).
+        (
+            "short.lock",
+            format!(
+                "{}  http://127.0.0.1:9/m2/g/a/1/a-1.jar#g_a-1.jar\n",
+                &pin[1..]
+            ),
+            vec![],
+            "invalid lockfile ",
+        ),
+        (
+            "twice.lock",
+            format!(
+                "{entry}{}  http://127.0.0.1:9/m2/g/a/1/a-1.jar#g_a-1.jar\n",
+                "1".repeat(64)
+            ),
+            vec![],
+            "is already pinned to a different digest",
+        ),
     ] {
         let lock = sb.write(name, text);
         let out = sb.fetch().args(["--lock", &s(&lock)]).args(extra).run();
         out.expect_code(2).expect_stderr(needle);
+        assert!(!out.stderr.contains("checksums file"), "{out}");
     }
     let out = sb
         .fetch()

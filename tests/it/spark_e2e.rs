@@ -105,15 +105,13 @@ fn spark_home() -> Option<PathBuf> {
 /// tests/it/image.rs builds it (from `SPARK_LOCALIZER_STATIC_BIN`).
 fn image() -> Option<String> {
     if let Some(image) = env_path("SPARK_LOCALIZER_IMAGE") {
-        let exists = podman()
-            .args(["image", "exists", &image])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            exists,
-            "SPARK_LOCALIZER_IMAGE={image} is not in podman's (vfs) store; build it with \
-             `bash images/build-image.sh static TAG`"
-        );
+        // Copied (`podman save`, read only) from the user's storage into the tests'.
+        if let Err(why) = crate::support::podman::import_user_image(&image) {
+            panic!(
+                "SPARK_LOCALIZER_IMAGE={image} cannot be copied from podman's store ({why}); \
+                 build it with `bash images/build-image.sh static TAG`"
+            );
+        }
         return Some(image);
     }
     if env_path("SPARK_LOCALIZER_STATIC_BIN").is_none() {
@@ -181,17 +179,9 @@ fn strings(v: &Value, what: &str) -> Vec<String> {
         .collect()
 }
 
-/// `podman` with the flags that work on these machines (vfs, runc, no cgroup manager).
+/// `podman` on the tests' throwaway storage (never the user's).
 fn podman() -> Command {
-    let mut cmd = Command::new("podman");
-    cmd.args([
-        "--storage-driver=vfs",
-        "--runtime",
-        "runc",
-        "--cgroup-manager=cgroupfs",
-    ]);
-    cmd.stdin(Stdio::null());
-    cmd
+    crate::support::podman::podman()
 }
 
 /// What a child process did; its output went to files under the test's work dir.

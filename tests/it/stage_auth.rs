@@ -783,6 +783,36 @@ fn token_mode_with_the_upload_client_rotation_and_no_token_in_the_log() {
 // Start
 // ---------------------------------------------------------------------------
 
+/// One token file saved on Windows (a UTF-8 BOM, CRLF line ends) serves both
+/// sides: `stage serve --upload-token-file` and `stage upload --token-file`
+/// (issue 35: the client refused it, "only visible ASCII").
+#[test]
+fn a_windows_token_file_works_for_the_server_and_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let token = "tok-windows-3f9a1c7e5b20";
+    let file = write(d, "token.txt", format!("\u{feff}{token}\r\n"));
+    let stage = Stage::start(&store, &["--upload-token-file", file.to_str().unwrap()]);
+    let conf = write(d, "app.conf", b"k=v\n");
+    let ok = upload(
+        &[
+            "--server",
+            &format!("http://{}", stage.addr),
+            "--token-file",
+            file.to_str().unwrap(),
+        ],
+        &[conf.as_path()],
+        &[],
+    );
+    ok.expect(0);
+    let (id, secret) = ok.submitted();
+    assert_eq!(
+        entries(&download(&stage, &id, &secret)),
+        vec![("app.conf".to_owned(), b"k=v\n".to_vec())]
+    );
+}
+
 #[test]
 fn serve_needs_an_upload_auth_choice_and_a_usable_token_file() {
     let dir = tempfile::tempdir().unwrap();

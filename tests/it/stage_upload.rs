@@ -336,6 +336,106 @@ fn unreachable_or_refusing_server_exit_3() {
     assert!(out.stderr.contains("no such endpoint"), "{}", out.stderr);
 }
 
+/// A server that accepts connections and never reads or answers (it drops them
+/// after two minutes, so that a regression fails instead of hanging the suite).
+fn silent_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { break };
+            held.push(conn);
+            let dropper = std::mem::take(&mut held);
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(120));
+                drop(dropper);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Against a server that accepts and never answers, `stage upload` gives up after
+/// `--stall-timeout` (flag or env twin) with exit 3 naming the server (issue 35:
+/// it waited until the peer closed): at the token probe, while the answer to a
+/// small upload is awaited, and while a large body is not being taken.
+#[test]
+fn a_silent_server_is_given_up_on_after_the_stall_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = files(dir.path(), &[("a.jar", b"tiny")]);
+    let large = dir.path().join("large.jar");
+    std::fs::write(&large, data(35, 24 << 20)).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-silent\n").unwrap();
+    let token = token.to_str().unwrap();
+    for (what, args, file, env) in [
+        ("the token probe", vec![], &small[0], vec![]),
+        ("the answer", vec!["--token-file", token], &small[0], vec![]),
+        ("the body", vec!["--token-file", token], &large, vec![]),
+        (
+            "the env twin",
+            vec!["--token-file", token],
+            &small[0],
+            vec![("SPARK_LOCALIZER_STALL_TIMEOUT", "1s")],
+        ),
+    ] {
+        let server = silent_server();
+        let mut args: Vec<&str> = args.clone();
+        args.extend(["--server", &server, "--connect-timeout", "5s"]);
+        if env.is_empty() {
+            args.extend(["--stall-timeout", "1s"]);
+        }
+        let started = std::time::Instant::now();
+        let out = upload(&args, &[file.as_path()], &env);
+        let took = started.elapsed();
+        out.expect(3);
+        assert!(
+            out.stderr.contains(&server) && out.stderr.contains("--stall-timeout"),
+            "{what}: {}",
+            out.stderr
+        );
+        // 1 s of silence, on a busy machine; the default would be 30 s.
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{what}: {took:?}"
+        );
+        assert!(out.stdout.is_empty(), "{what}: {}", out.stdout);
+    }
+}
+
+/// A server's error message with control characters (NUL, ESC, BEL, CR) reaches
+/// the log escaped, never raw (issue 35: tracing escapes ESC and BEL, not NUL or CR).
+#[test]
+fn a_refusal_with_control_characters_is_logged_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = files(dir.path(), &[("a.jar", b"tiny")]);
+    let server = crate::support::FaultServer::start();
+    server.always(
+        "/api/v0/resources",
+        crate::support::Fault::StatusBody(
+            400,
+            vec![("Content-Type".into(), "application/json".into())],
+            r#"{"error":"bad\u0000\u001b]0;pwn\u0007\rx"}"#.into(),
+        ),
+    );
+    for format in ["text", "json"] {
+        let out = upload(
+            &["--server", &server.url(""), "--log-format", format],
+            &[&small[0]],
+            &[],
+        );
+        out.expect(3);
+        let raw: Vec<char> = out
+            .stderr
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(raw.is_empty(), "{format}: {raw:?} in {:?}", out.stderr);
+        assert!(out.stderr.contains("bad"), "{format}: {}", out.stderr);
+    }
+}
+
 #[test]
 fn tls_with_the_test_ca() {
     let pki = Pki::new();

@@ -94,19 +94,12 @@ fn stamp(path: &Path) -> std::io::Result<FileStamp> {
 fn read_tokens(path: &Path) -> Result<Vec<[u8; 32]>, String> {
     let bytes = crate::util::fs::read_regular(path, TOKEN_FILE_LIMIT).map_err(|e| e.to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut tokens: Vec<[u8; 32]> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let token = line.trim();
-        if token.is_empty() || token.starts_with('#') {
-            continue;
-        }
-        // What an Authorization header can carry: visible ASCII.
-        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+    for (line, token) in crate::stage::api::token_lines(&text) {
+        if !crate::stage::api::token_header_safe(token) {
             warn!(
-                "--upload-token-file {}: line {} has characters an Authorization header cannot carry (only visible ASCII); no client can send it",
+                "--upload-token-file {}: line {line} has characters an Authorization header cannot carry (only visible ASCII); no client can send it",
                 path.display(),
-                n + 1
             );
             continue;
         }

@@ -22,15 +22,16 @@ use self::plan::{BundlePlan, Plan};
 use super::api::{self, ErrorBody, ResourceOwner, SubmittedResource};
 use crate::cli::{StageKind, UploadArgs};
 use crate::net::{HttpConfig, HttpSetupError};
+use crate::util::duration::format_duration;
 use crate::util::redact::{error_chain, register_secret};
 
 mod bundle;
 mod plan;
 mod report;
 pub(crate) mod token;
+mod watch;
 
-/// Time allowed to open a TCP/TLS connection to the server.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+use self::watch::{watched, Progress};
 
 /// Why `stage upload` failed; [`UploadError::kind`] says what sort of failure.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,13 @@ pub(crate) enum UploadError {
         server: String,
         #[source]
         source: reqwest::Error,
+    },
+    #[error("the staging server {server} {what} for {} (--stall-timeout); check that it is a staging server and not overloaded, or raise --stall-timeout", format_duration(*after))]
+    Stalled {
+        server: String,
+        /// What it did not do: "took no data and sent no answer".
+        what: &'static str,
+        after: Duration,
     },
     #[error("the staging server {server} refused the upload: {status}: {detail}")]
     Refused {
@@ -122,6 +130,7 @@ impl UploadError {
         match self {
             UploadError::Usage(_) | UploadError::HttpSetup(_) => UploadErrorKind::Usage,
             UploadError::Unreachable { .. }
+            | UploadError::Stalled { .. }
             | UploadError::Refused { .. }
             | UploadError::NotStaging { .. }
             | UploadError::UnusableId { .. }
@@ -150,7 +159,7 @@ pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
     let mut plan = plan::plan(args)?;
     let mut token = token::from_file(args.token_file.as_deref()).map_err(UploadError::Usage)?;
     // The kubeconfig's token (a cluster credential) goes only to a server that asks.
-    if token.is_none() && asks_for_token(&plan).await {
+    if token.is_none() && asks_for_token(&plan).await? {
         token = token::from_kubeconfig_for(args.kubeconfig.as_deref(), args.context.as_deref())
             .await
             .map_err(UploadError::Usage)?;
@@ -194,11 +203,11 @@ pub(crate) async fn run(args: &UploadArgs) -> Result<String, UploadError> {
 }
 
 /// Whether the server wants an upload token: it answers an empty upload without
-/// one with 401 (it authenticates before reading a body); anything else, or no
-/// answer, is no.
-async fn asks_for_token(plan: &Plan) -> bool {
+/// one with 401 (it authenticates before reading a body); anything else, or a
+/// failed connection, is no. No answer within `--stall-timeout` is an error.
+async fn asks_for_token(plan: &Plan) -> Result<bool, UploadError> {
     let Ok(client) = client(plan) else {
-        return false;
+        return Ok(false);
     };
     let probe = client
         .post(api::resources_url(&plan.base))
@@ -208,9 +217,20 @@ async fn asks_for_token(plan: &Plan) -> bool {
         )
         .header(reqwest::header::CONTENT_LENGTH, 0)
         .body(Vec::new())
-        .send()
-        .await;
-    matches!(probe, Ok(answer) if answer.status() == StatusCode::UNAUTHORIZED)
+        .send();
+    match tokio::time::timeout(plan.stall_timeout, probe).await {
+        Ok(probe) => Ok(matches!(probe, Ok(answer) if answer.status() == StatusCode::UNAUTHORIZED)),
+        Err(_) => Err(stalled(plan, "sent no answer to a request")),
+    }
+}
+
+/// The server did not answer (or take data) within `--stall-timeout`.
+fn stalled(plan: &Plan, what: &'static str) -> UploadError {
+    UploadError::Stalled {
+        server: plan.server.clone(),
+        what,
+        after: plan.stall_timeout,
+    }
 }
 
 /// Deletes an uploaded bundle (best effort).
@@ -220,13 +240,9 @@ async fn discard(plan: &Plan, bundle: &Uploaded) {
     let Ok(secret) = api::secret_header(&bundle.submitted.resource_secret) else {
         return;
     };
-    match client
-        .delete(url)
-        .header(api::HEADER_SECRET, secret)
-        .send()
-        .await
-    {
-        Ok(r) if r.status().is_success() => info!(
+    let request = client.delete(url).header(api::HEADER_SECRET, secret).send();
+    match tokio::time::timeout(plan.stall_timeout, request).await {
+        Ok(Ok(r)) if r.status().is_success() => info!(
             "deleted the {} bundle {} uploaded before the failure",
             bundle.kind.name(),
             bundle.submitted.resource_id
@@ -242,7 +258,7 @@ async fn discard(plan: &Plan, bundle: &Uploaded) {
 fn client(plan: &Plan) -> Result<reqwest::Client, UploadError> {
     Ok(crate::net::client(&HttpConfig {
         ca_files: plan.ca_files.clone(),
-        connect_timeout: CONNECT_TIMEOUT,
+        connect_timeout: plan.connect_timeout,
         pool_size: 1,
         headers: Vec::new(),
     })?)
@@ -288,14 +304,25 @@ async fn send(
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(CHANNEL_CHUNKS);
     let members = bundle.members.clone();
     let producer = tokio::task::spawn_blocking(move || write_bundle(&members, tx));
-    let form = upload_form(&plan.owner, rx)?;
-    let answer = post(
-        client,
-        api::resources_url(&plan.base),
-        form,
-        plan.token.as_deref(),
+    let progress = Progress::new();
+    let form = upload_form(&plan.owner, rx, progress.clone())?;
+    let answer = watched(
+        post(
+            client,
+            api::resources_url(&plan.base),
+            form,
+            plan.token.as_deref(),
+        ),
+        &progress,
+        plan.stall_timeout,
     )
     .await;
+    let Some(answer) = answer else {
+        // Not waited for: the connection's task may hold the body (and so keep the
+        // producer blocked on a full channel) until the connection is dropped.
+        drop(producer);
+        return Err(stalled(plan, "took no data and sent no answer"));
+    };
     // The request (and with it the channel's receiver) is gone: the producer ends.
     let produced = producer.await.map_err(UploadError::BundlingThread)?;
     let unreachable = |source| UploadError::Unreachable {
@@ -326,14 +353,26 @@ async fn send(
     Ok((submitted, bundled))
 }
 
-/// The multipart body: the bundle streamed from `chunks`, then the owner JSON.
+/// The multipart body: the owner JSON, then the bundle streamed from `chunks`
+/// (each request for a chunk, and each chunk taken, is `progress`).
 fn upload_form(
     owner: &ResourceOwner,
     chunks: mpsc::Receiver<io::Result<Bytes>>,
+    progress: Progress,
 ) -> Result<reqwest::multipart::Form, UploadError> {
     use reqwest::multipart::{Form, Part};
-    let stream = futures_util::stream::unfold(chunks, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
+    let stream = futures_util::stream::unfold((chunks, progress), |(mut rx, p)| async move {
+        p.moved(0);
+        match rx.recv().await {
+            Some(item) => {
+                p.moved(item.as_ref().map_or(0, Bytes::len));
+                Some((item, (rx, p)))
+            }
+            None => {
+                p.body_done();
+                None
+            }
+        }
     });
     let owner = serde_json::to_string(owner).map_err(UploadError::EncodeOwner)?;
     let bundle = Part::stream(reqwest::Body::wrap_stream(stream))
@@ -426,17 +465,23 @@ async fn verify(
     let url = api::resource_url(&plan.base, &submitted.resource_id);
     let secret =
         api::secret_header(&submitted.resource_secret).map_err(|_| UploadError::UnusableSecret)?;
-    let response = match client
+    let head = client
         .head(url.clone())
         .header(api::HEADER_SECRET, secret.clone())
-        .send()
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => {
+        .send();
+    let response = match tokio::time::timeout(plan.stall_timeout, head).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             warn!(
                 "cannot check the stored bundle's sha256: {}",
                 error_chain(&e)
+            );
+            return Ok(());
+        }
+        Err(_) => {
+            warn!(
+                "cannot check the stored bundle's sha256: no answer within {} (--stall-timeout)",
+                format_duration(plan.stall_timeout)
             );
             return Ok(());
         }
@@ -444,11 +489,8 @@ async fn verify(
     match api::announced_sha256(response.headers()) {
         Some(stored) if stored != bundled.sha256 => {
             // Best effort: nobody should fetch a bundle that is not what was sent.
-            let _ = client
-                .delete(url)
-                .header(api::HEADER_SECRET, secret)
-                .send()
-                .await;
+            let delete = client.delete(url).header(api::HEADER_SECRET, secret).send();
+            let _ = tokio::time::timeout(plan.stall_timeout, delete).await;
             Err(UploadError::Mismatch {
                 server: plan.server.clone(),
                 stored,

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use url::Url;
 
@@ -39,6 +40,10 @@ pub(super) struct Plan {
     pub(super) ca_files: Vec<CaFile>,
     /// The bearer token to upload with (`--token-file`, the kubeconfig's), if any.
     pub(super) token: Option<String>,
+    /// `--connect-timeout`.
+    pub(super) connect_timeout: Duration,
+    /// `--stall-timeout`: how long the server may take nothing and answer nothing.
+    pub(super) stall_timeout: Duration,
 }
 
 /// The files of one bundle.
@@ -94,6 +99,8 @@ pub(super) fn plan(args: &UploadArgs) -> Result<Plan, UploadError> {
         bundles,
         ca_files,
         token: None,
+        connect_timeout: args.connect_timeout,
+        stall_timeout: args.stall_timeout,
     })
 }
 

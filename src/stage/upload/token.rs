@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::stage::api;
 use crate::util::fs::{read_config_text, read_regular};
 use crate::util::redact::register_secret;
 
@@ -104,16 +105,15 @@ fn first_line(path: &Path, what: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{what} {} holds no token", path.display()))
 }
 
-/// The first line of `text` that is neither blank nor a `#` comment, trimmed.
+/// The first token of a token file's text ([`api::token_lines`]: a BOM, CR/LF,
+/// blank lines and `#` comments are not part of it).
 pub(crate) fn first_token(text: &str) -> Option<&str> {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
+    api::token_lines(text).next().map(|(_, token)| token)
 }
 
 /// Whether an `Authorization: Bearer` header can carry `token`: visible ASCII.
 pub(crate) fn header_safe(token: &str) -> bool {
-    token.bytes().all(|b| b.is_ascii_graphic())
+    api::token_header_safe(token)
 }
 
 /// The kubeconfig to read: `--kubeconfig`, else `KUBECONFIG`'s first existing

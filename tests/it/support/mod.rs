@@ -8,6 +8,7 @@ pub mod hdfs;
 pub mod kdc;
 pub mod nginx;
 pub mod pki;
+pub mod podman;
 pub mod registry;
 pub mod seaweed;
 pub mod server;
