@@ -350,6 +350,8 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
         ),
     ];
     for (setting, value, origin) in rows {
+        // A value from a properties file may hold a line break: one line each.
+        let value = crate::util::text::escape_controls(&value);
         let _ = writeln!(out, "  {:<16} {value}  ({origin})", setting.label);
     }
     match &s.checksums {
