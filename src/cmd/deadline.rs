@@ -22,6 +22,14 @@ pub(crate) fn at(length: std::time::Duration) -> tokio::time::Instant {
     tokio::time::Instant::from_std(started) + length
 }
 
+/// A deadline one second from now (a length from the start of the process):
+/// for the work that reports a stop that has already come (the report and the
+/// termination message are still written, within a second).
+pub(crate) fn grace() -> std::time::Duration {
+    let started = *STARTED.get_or_init(std::time::Instant::now);
+    started.elapsed() + std::time::Duration::from_secs(1)
+}
+
 /// What a phase does, as its stop messages say it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Phase {

@@ -689,9 +689,17 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
         verdict,
         (classpath_ours, report_ours, started),
     );
+    // After a stop (the deadline passed, a signal came) the report of it is
+    // still written, within a second.
+    let stopped = *cancel.borrow() || tokio::time::Instant::now() >= super::deadline::at(length);
+    let (length, stop) = if stopped {
+        (super::deadline::grace(), None)
+    } else {
+        (length, Some(&cancel))
+    };
     let written = super::deadline::blocking(
         length,
-        Some(&cancel),
+        stop,
         ("the classpath outputs and the report", Phase::Writing),
         write,
     )
