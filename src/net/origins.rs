@@ -43,8 +43,13 @@ fn all() -> &'static Mutex<HashMap<String, Origin>> {
     ALL.get_or_init(Default::default)
 }
 
-fn key(url: &Url) -> String {
-    url.origin().ascii_serialization()
+/// `url`'s origin, not heard from yet when it is new.
+fn entry<'a>(all: &'a mut HashMap<String, Origin>, url: &Url) -> &'a mut Origin {
+    all.entry(url.origin().ascii_serialization())
+        .or_insert_with(|| Origin {
+            kind: Kind::Unknown,
+            turns: Arc::new(Semaphore::new(TURNS)),
+        })
 }
 
 /// A turn to send a request to `url`'s origin (none needed once it is known
@@ -52,10 +57,7 @@ fn key(url: &Url) -> String {
 pub(crate) async fn turn(url: &Url) -> Option<OwnedSemaphorePermit> {
     let turns = {
         let mut all = all().lock().expect("lock");
-        let origin = all.entry(key(url)).or_insert_with(|| Origin {
-            kind: Kind::Unknown,
-            turns: Arc::new(Semaphore::new(TURNS)),
-        });
+        let origin = entry(&mut all, url);
         if origin.kind == Kind::KeptAlive {
             return None;
         }
@@ -86,10 +88,7 @@ pub(crate) fn answered(url: &Url, response: &reqwest::Response) -> Kind {
 /// request waiting for a turn.
 pub(crate) fn learned(url: &Url, kind: Kind) {
     let mut all = all().lock().expect("lock");
-    let origin = all.entry(key(url)).or_insert_with(|| Origin {
-        kind: Kind::Unknown,
-        turns: Arc::new(Semaphore::new(TURNS)),
-    });
+    let origin = entry(&mut all, url);
     match (origin.kind, kind) {
         (Kind::KeptAlive, _) | (_, Kind::Unknown) => {}
         (_, Kind::KeptAlive) => {
