@@ -132,6 +132,13 @@ set +m
 # its invariants hold on what the fuzzer finds first. The nightly toolchain is
 # installed here, in the foreground (one rustup at a time).
 rustup toolchain list 2>/dev/null | grep -q '^nightly' || rustup toolchain install nightly --profile minimal </dev/null
+# fuzz/Cargo.lock is the root Cargo.lock plus libFuzzer's crates, and the fuzz build is
+# --locked: a crate added to Cargo.toml without `cargo update --offline` in fuzz/ is
+# said here, in a second, rather than by the background build half an hour later.
+if ! cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml </dev/null >/dev/null; then
+    echo "!! fuzz/Cargo.lock is out of date with Cargo.toml: run \`cargo update --offline\` in fuzz/ and commit it" >&2
+    exit 1
+fi
 fuzz_log=target/logs/fuzz-build.log
 echo "==> bench/fuzz.sh --quick --build-only (in the background at nice 19, log in ${fuzz_log})"
 set -m
