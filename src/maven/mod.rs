@@ -8,6 +8,7 @@
 
 pub(crate) mod coord;
 pub(crate) mod ivy;
+mod lineage;
 pub(crate) mod lock;
 pub(crate) mod metadata;
 pub(crate) mod model;

@@ -5,7 +5,8 @@
 //! the first, Ivy the last), and its own
 //! dependencies completed from its dependencyManagement.
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -307,30 +308,27 @@ fn coord_text(c: &Coord) -> String {
 /// The lineage (child first) merged as Maven's inheritance does: the child's
 /// values win; management and dependencies are the child's, then each parent's
 /// not already there (by group, artifact, type and classifier).
-fn merge(lineage: &[RawPom], group: &str, version: &str) -> RawPom {
+pub(crate) fn merge<P: Borrow<RawPom>>(lineage: &[P], group: &str, version: &str) -> RawPom {
+    let child = lineage[0].borrow();
     let mut out = RawPom {
         group: Some(group.to_owned()),
-        artifact: lineage[0].artifact.clone(),
+        artifact: child.artifact.clone(),
         version: Some(version.to_owned()),
-        packaging: lineage[0].packaging.clone(),
+        packaging: child.packaging.clone(),
         ..RawPom::default()
     };
+    // By key, not by a scan of what is kept: a lineage of POMs with thousands
+    // of entries each would be quadratic.
+    let mut managed = HashSet::new();
+    let mut declared = HashSet::new();
     for pom in lineage {
-        for dep in &pom.management {
-            if !out
-                .management
-                .iter()
-                .any(|d| d.management_key() == dep.management_key())
-            {
+        for dep in &pom.borrow().management {
+            if managed.insert(dep.management_key()) {
                 out.management.push(dep.clone());
             }
         }
-        for dep in &pom.dependencies {
-            if !out
-                .dependencies
-                .iter()
-                .any(|d| d.management_key() == dep.management_key())
-            {
+        for dep in &pom.borrow().dependencies {
+            if declared.insert(dep.management_key()) {
                 out.dependencies.push(dep.clone());
             }
         }
@@ -340,15 +338,15 @@ fn merge(lineage: &[RawPom], group: &str, version: &str) -> RawPom {
 
 /// The properties a POM's values may name: the lineage's own (the child's win),
 /// then the model's `project.*`, `pom.*` and `parent.*` values.
-pub(crate) fn properties(
-    lineage: &[RawPom],
+pub(crate) fn properties<P: Borrow<RawPom>>(
+    lineage: &[P],
     group: &str,
     artifact: &str,
     version: &str,
 ) -> HashMap<String, String> {
     let mut props = HashMap::new();
     for pom in lineage.iter().rev() {
-        for (k, v) in &pom.properties {
+        for (k, v) in &pom.borrow().properties {
             props.insert(k.clone(), v.clone());
         }
     }
@@ -357,14 +355,14 @@ pub(crate) fn properties(
         props.insert(format!("{prefix}artifactId"), artifact.to_owned());
         props.insert(format!("{prefix}version"), version.to_owned());
     }
-    if let Some(parent) = &lineage[0].parent {
+    if let Some(parent) = &lineage[0].borrow().parent {
         for prefix in ["project.parent.", "parent.", "pom.parent."] {
             props.insert(format!("{prefix}groupId"), parent.group.clone());
             props.insert(format!("{prefix}artifactId"), parent.artifact.clone());
             props.insert(format!("{prefix}version"), parent.version.clone());
         }
     }
-    if let Some(p) = &lineage[0].packaging {
+    if let Some(p) = &lineage[0].borrow().packaging {
         props.insert("project.packaging".into(), p.clone());
     }
     props

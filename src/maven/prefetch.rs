@@ -9,16 +9,17 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 
 use super::coord::{Coord, Exclusion};
-use super::model::Models;
+use super::lineage::{jar_of, soft, Gav, Lineages};
+use super::model::{Model, Models};
 use super::pom::RawPom;
-use super::version::{Dynamic, Requirement};
 
 /// Models being built at once (each origin bounds its own requests too).
-const PARALLEL: usize = 16;
+const PARALLEL: usize = 32;
 /// Models fetched ahead at most: a bound on the traffic spent on guesses.
 const MAX_MODELS: usize = 4096;
 /// Classified jars of one module whose checksums are read ahead at most.
@@ -26,8 +27,8 @@ const MAX_CLASSIFIERS: usize = 4;
 
 /// Builds the models the walk is likely to ask for; returns when none is left.
 pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[Exclusion]) {
-    let mut seen: HashSet<(String, String, String)> = HashSet::new();
-    let mut queue: VecDeque<((String, String, String), Vec<Exclusion>)> = VecDeque::new();
+    let mut seen: HashSet<Gav> = HashSet::new();
+    let mut queue: VecDeque<(Gav, Vec<Exclusion>)> = VecDeque::new();
     for root in roots {
         let gav = (
             root.group.clone(),
@@ -38,9 +39,10 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
             queue.push_back((gav, Vec::new()));
         }
     }
-    let mut raw_seen: HashSet<(String, String, String)> = HashSet::new();
+    let mut raw_seen: HashSet<Gav> = HashSet::new();
+    let mut lineages = Lineages::default();
     // The classifiers asked of a module, by the POMs read so far.
-    let mut classifiers: HashMap<(String, String, String), Vec<String>> = HashMap::new();
+    let mut classifiers: HashMap<Gav, Vec<String>> = HashMap::new();
     let mut running = FuturesUnordered::new();
     // Models being built (the raw POMs and checksums read beside them are
     // bounded by their origins only).
@@ -77,13 +79,21 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
                 building -= 1;
                 model
             }
-            Done::Raw(raw, exclusions) => {
+            Done::Raw(gav, raw, repo, exclusions) => {
+                // Its jar's checksum as soon as its packaging is known.
+                if let Some(path) = jar_of(&gav, &raw) {
+                    running.push(warm_job(models, repo, path));
+                }
                 // Before its parents arrive: its parent, imports and the
-                // dependencies whose coordinates it writes out in full.
-                for gav in raw_ahead(&raw, &exclusions, excludes) {
-                    if raw_seen.len() < MAX_MODELS && raw_seen.insert(gav.clone()) {
+                // dependencies whose coordinates it writes out in full; and,
+                // as its ancestors arrive, those whose version they manage.
+                let mut guessed = lineages.arrived(gav, *raw, exclusions, excludes);
+                while let Some((gav, exclusions)) = guessed.pop() {
+                    if raw_seen.contains(&gav) {
+                        guessed.extend(lineages.reached(&gav, &exclusions, excludes));
+                    } else if raw_seen.len() < MAX_MODELS {
+                        raw_seen.insert(gav.clone());
                         let (g, a, v) = gav;
-                        let exclusions = exclusions.clone();
                         running.push(raw_job(models, g, a, v, exclusions));
                     }
                 }
@@ -108,57 +118,74 @@ pub(super) async fn prefetch(models: &Models<'_>, roots: &[Coord], excludes: &[E
                 let mut jar = model.coord.clone();
                 jar.classifier = classifier;
                 jar.ext = "jar".to_owned();
-                let path = jar.path();
-                let repo = model.repo;
-                running.push(
-                    async move {
-                        models.repos.warm_sha1(repo, &path).await;
-                        Done::Side
-                    }
-                    .boxed(),
-                );
+                running.push(warm_job(models, model.repo, jar.path()));
             }
         }
-        for dep in &model.dependencies {
-            let followed = matches!(dep.scope.as_deref(), None | Some("compile" | "runtime"))
-                && !dep.optional
-                && !exclusions
-                    .iter()
-                    .chain(excludes)
-                    .chain(&dep.exclusions)
-                    .any(|e| e.matches(&dep.group, &dep.artifact));
-            let Some(version) = dep.version.clone().filter(|v| followed && soft(v)) else {
-                continue;
-            };
-            let gav = (dep.group.clone(), dep.artifact.clone(), version);
-            if let Some(classifier) = dep.classifier.clone().filter(|_| dep.kind == "jar") {
-                let known = classifiers.entry(gav.clone()).or_default();
-                if known.len() < MAX_CLASSIFIERS && !known.contains(&classifier) {
-                    known.push(classifier);
-                }
+        follow(
+            &model,
+            &exclusions,
+            excludes,
+            &mut classifiers,
+            &mut seen,
+            &mut queue,
+        );
+    }
+}
+
+/// What the prefetch follows from a model built: the dependencies the walk
+/// would follow (queued, with the exclusions of the path), and the classifiers
+/// they ask of each module.
+fn follow(
+    model: &Model,
+    exclusions: &[Exclusion],
+    excludes: &[Exclusion],
+    classifiers: &mut HashMap<Gav, Vec<String>>,
+    seen: &mut HashSet<Gav>,
+    queue: &mut VecDeque<(Gav, Vec<Exclusion>)>,
+) {
+    for dep in &model.dependencies {
+        let followed = matches!(dep.scope.as_deref(), None | Some("compile" | "runtime"))
+            && !dep.optional
+            && !exclusions
+                .iter()
+                .chain(excludes)
+                .chain(&dep.exclusions)
+                .any(|e| e.matches(&dep.group, &dep.artifact));
+        let Some(version) = dep.version.clone().filter(|v| followed && soft(v)) else {
+            continue;
+        };
+        let gav = (dep.group.clone(), dep.artifact.clone(), version);
+        if let Some(classifier) = dep.classifier.clone().filter(|_| dep.kind == "jar") {
+            let known = classifiers.entry(gav.clone()).or_default();
+            if known.len() < MAX_CLASSIFIERS && !known.contains(&classifier) {
+                known.push(classifier);
             }
-            if seen.len() < MAX_MODELS && seen.insert(gav.clone()) {
-                let mut below = exclusions.clone();
-                below.extend(dep.exclusions.iter().cloned());
-                queue.push_back((gav, below));
-            }
+        }
+        if seen.len() < MAX_MODELS && seen.insert(gav.clone()) {
+            let mut below = exclusions.to_vec();
+            below.extend(dep.exclusions.iter().cloned());
+            queue.push_back((gav, below));
         }
     }
 }
 
-/// A plain version (not a range, not a dynamic revision): the POM to fetch is known.
-fn soft(version: &str) -> bool {
-    Dynamic::parse(version).is_none()
-        && matches!(Requirement::parse(version), Ok(Requirement::Soft(_)))
-        && super::metadata::usable_part(version)
+/// Reads `path.sha1` in repository `repo` ahead (the resolution asks for it
+/// once the graph is known).
+fn warm_job<'a>(models: &'a Models<'_>, repo: usize, path: String) -> BoxFuture<'a, Done> {
+    async move {
+        models.repos.warm_sha1(repo, &path).await;
+        Done::Side
+    }
+    .boxed()
 }
 
 /// What a job of the prefetch gives.
 enum Done {
     /// A model built (none when it could not be).
     Model(Option<(std::sync::Arc<super::model::Model>, Vec<Exclusion>)>),
-    /// A raw POM read, and the exclusions of the path that led to it.
-    Raw(Box<RawPom>, Vec<Exclusion>),
+    /// A raw POM read (its coordinates, the repository that had it), and the
+    /// exclusions of the path that led to it.
+    Raw(Gav, Box<RawPom>, usize, Vec<Exclusion>),
     /// A raw POM that could not be read, or a warmed `.sha1`.
     Side,
 }
@@ -171,7 +198,7 @@ fn raw_job<'a>(
     a: String,
     v: String,
     exclusions: Vec<Exclusion>,
-) -> futures_util::future::BoxFuture<'a, Done> {
+) -> BoxFuture<'a, Done> {
     async move {
         // A snapshot's POM is named by its metadata: left to the walk.
         if v.ends_with("-SNAPSHOT") {
@@ -180,51 +207,11 @@ fn raw_job<'a>(
         let path = Coord::new(&g, &a, &v).pom().path();
         match models.repos.first(&path, super::pom::MAX_POM).await {
             Ok(Ok(found)) => match super::pom::parse(&found.bytes) {
-                Ok(raw) => Done::Raw(Box::new(raw), exclusions),
+                Ok(raw) => Done::Raw((g, a, v), Box::new(raw), found.repo, exclusions),
                 Err(_) => Done::Side,
             },
             _ => Done::Side,
         }
     }
     .boxed()
-}
-
-/// The POMs a raw POM names in full (no `${…}`, no missing version): its
-/// parent, its imported BOMs, and its dependencies the walk would follow.
-fn raw_ahead(
-    raw: &RawPom,
-    exclusions: &[Exclusion],
-    excludes: &[Exclusion],
-) -> Vec<(String, String, String)> {
-    let literal = |s: &str| !s.contains("${") && super::metadata::usable_part(s);
-    let mut out = Vec::new();
-    if let Some(p) = &raw.parent {
-        if [&p.group, &p.artifact].iter().all(|s| literal(s))
-            && literal(&p.version)
-            && soft(&p.version)
-        {
-            out.push((p.group.clone(), p.artifact.clone(), p.version.clone()));
-        }
-    }
-    let imports = raw
-        .management
-        .iter()
-        .filter(|d| d.scope.as_deref() == Some("import"));
-    let deps = raw.dependencies.iter().filter(|d| {
-        matches!(d.scope.as_deref(), None | Some("compile" | "runtime"))
-            && d.optional.as_deref().map(str::trim) != Some("true")
-            && !exclusions
-                .iter()
-                .chain(excludes)
-                .any(|e| e.matches(&d.group, &d.artifact))
-    });
-    for d in imports.chain(deps) {
-        let Some(v) = d.version.as_deref() else {
-            continue;
-        };
-        if literal(&d.group) && literal(&d.artifact) && literal(v) && soft(v) {
-            out.push((d.group.clone(), d.artifact.clone(), v.to_owned()));
-        }
-    }
-    out
 }

@@ -41,7 +41,9 @@ pub(crate) fn read_secret(path: &Path) -> Result<HeaderValue, String> {
 /// The header a resource secret file's text sends: the text without surrounding
 /// whitespace (a trailing newline); the error says what is wrong with it.
 pub(crate) fn secret_header(text: &str) -> Result<HeaderValue, &'static str> {
-    let secret = text.trim();
+    // A byte-order mark some editors write is not part of the secret (as for
+    // token files).
+    let secret = text.strip_prefix('\u{feff}').unwrap_or(text).trim();
     if secret.is_empty() {
         return Err("is empty");
     }
@@ -185,6 +187,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s");
         std::fs::write(&p, "c2VjcmV0\n").unwrap();
+        assert_eq!(read_secret(&p).unwrap(), "c2VjcmV0");
+        // A byte-order mark (a Windows editor's) is not part of it.
+        std::fs::write(&p, "\u{feff}c2VjcmV0\r\n").unwrap();
         assert_eq!(read_secret(&p).unwrap(), "c2VjcmV0");
         std::fs::write(&p, " \n").unwrap();
         assert!(read_secret(&p).unwrap_err().contains("is empty"));
