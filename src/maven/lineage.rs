@@ -25,7 +25,7 @@ const MAX_LINE: usize = 32;
 #[derive(Default)]
 pub(super) struct Lineages {
     raws: HashMap<Gav, RawPom>,
-    /// The exclusions of the first path that led to each POM.
+    /// What every path that led to each POM so far excludes.
     exclusions: HashMap<Gav, Vec<Exclusion>>,
     /// The POMs read so far that name each parent.
     children: HashMap<Gav, Vec<Gav>>,
@@ -54,7 +54,7 @@ impl Lineages {
         // The paths that reached it while it was read may have excluded less.
         let mut exclusions = exclusions;
         if let Some(known) = self.exclusions.get(&gav) {
-            exclusions.retain(|e| known.contains(e));
+            keep_common(&mut exclusions, known);
         }
         self.exclusions.insert(gav.clone(), exclusions);
         let mut visited = HashSet::new();
@@ -87,10 +87,7 @@ impl Lineages {
             self.exclusions.insert(gav.clone(), exclusions.to_vec());
             return Vec::new();
         };
-        let now: HashSet<&Exclusion> = exclusions.iter().collect();
-        let before = known.len();
-        known.retain(|e| now.contains(e));
-        if known.len() == before || !self.raws.contains_key(gav) {
+        if !keep_common(known, exclusions) || !self.raws.contains_key(gav) {
             return Vec::new();
         }
         self.read_with.remove(gav);
@@ -171,6 +168,15 @@ impl Lineages {
         self.read_with.insert(gav.clone(), length);
         out
     }
+}
+
+/// Keeps in `known` only what `other` excludes too (by a set: exclusion lists
+/// can be long); whether that removed any.
+fn keep_common(known: &mut Vec<Exclusion>, other: &[Exclusion]) -> bool {
+    let other: HashSet<&Exclusion> = other.iter().collect();
+    let before = known.len();
+    known.retain(|e| other.contains(e));
+    known.len() != before
 }
 
 /// The parent a raw POM names, when it names it in full.
