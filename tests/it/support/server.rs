@@ -88,6 +88,14 @@ impl Request {
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// Whether the request announced a body (which this server never reads).
+    fn has_body(&self) -> bool {
+        self.header("transfer-encoding").is_some()
+            || self
+                .header("content-length")
+                .is_some_and(|n| n.trim() != "0")
+    }
 }
 
 /// An object and its ETag (quoted, as sent).
@@ -433,6 +441,20 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
             }
         }
         if close || matches!(fault, Some(Fault::Unsized(_))) {
+            return;
+        }
+        if req.has_body() {
+            // The body was never read: the connection cannot carry another request.
+            // Close as nginx does (lingering): end the answer, then drain what the
+            // client still sends, so that closing with unread data does not reset
+            // the connection (an RST can discard the answer before the client reads
+            // it).
+            let _ = conn.get_mut().shutdown().await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::io::copy(&mut conn, &mut tokio::io::sink()),
+            )
+            .await;
             return;
         }
     }
