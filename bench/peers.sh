@@ -9,7 +9,8 @@
 #       lets a response send one second of its rate unpaced, so only W5 big is held back.
 #   the limit: `cp -r` of the same bytes on the same disk.
 # Servers run on CPU 0 and every client on CPU 1 (taskset), the same for every tool;
-# each run's wall time, CPU seconds (user + sys) and peak RSS are recorded.
+# each run's wall time, CPU seconds (user + sys), peak RSS and the servers' CPU seconds
+# during it (nginx, SeaweedFS: who is the bottleneck) are recorded.
 # Peers: curl (one process, keep-alive, sequential; SigV4 on S3), `wget -i`, aria2c (-j16;
 # -x16 -s16 -k1M for the big file), rclone copy (--transfers 16 --multi-thread-streams 8)
 # and s5cmd cp. Every output is checked by sha256 (a wrong result is a failure, not a
@@ -162,6 +163,25 @@ curl_s3=(--aws-sigv4 "aws:amz:us-east-1:s3" --user "$key:$secret")
 out="$work/out"
 sl=(fetch -q --jars-dir "$out/jars" --files-dir "$out/files")
 
+# The servers' CPU time so far (user + sys of nginx's masters and workers and of
+# SeaweedFS, in clock ticks): a run's server CPU is the difference around it.
+server_pids=()
+for pidfile in "$work/nginx.pid" "$work/capped/nginx.pid"; do
+    server_pids+=("$(cat "$pidfile")" $(pgrep -P "$(cat "$pidfile")"))
+done
+server_pids+=("$weed_pid")
+server_ticks() {
+    local pid total=0 fields
+    for pid in "${server_pids[@]}"; do
+        # Fields 14 and 15 (utime, stime); the command name (field 2) may hold spaces.
+        fields=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
+        set -- $fields
+        total=$((total + ${12} + ${13}))
+    done
+    echo "$total"
+}
+ticks_per_s=$(getconf CLK_TCK)
+
 # One timed run of a tool in a fresh output directory, its bytes checked.
 results="$work/results.tsv"
 : > "$results"
@@ -172,10 +192,12 @@ run() { # workload tool round manifest outdir-relative-to-out -- command...
     # Every tool starts with no writeback pending (the last tool's output flushed),
     # untimed: else whoever runs after a 1 GiB write pays for its flush.
     sync
-    local t0 t1 rc=0 verdict=ok
+    local t0 t1 rc=0 verdict=ok s0 s1
+    s0=$(server_ticks)
     t0=$EPOCHREALTIME
     (cd "$out" && exec "${client_cpu[@]}" /usr/bin/time -f '%M %U %S' -o "$work/rss" "$@") >"$work/log" 2>&1 </dev/null || rc=$?
     t1=$EPOCHREALTIME
+    s1=$(server_ticks)
     if [ "$rc" -ne 0 ]; then
         verdict="exit $rc"
         echo "!! $workload $tool: exit $rc" >&2
@@ -191,9 +213,10 @@ run() { # workload tool round manifest outdir-relative-to-out -- command...
     [[ "$rss" =~ ^[0-9]+$ ]] || rss=0
     [[ "$user" =~ ^[0-9.]+$ ]] || user=0
     [[ "$sys" =~ ^[0-9.]+$ ]] || sys=0
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$round" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$tool" "$round" \
         "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" "$rss" "$verdict" \
-        "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" >> "$results"
+        "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" \
+        "$(awk -v a="$s0" -v b="$s1" -v hz="$ticks_per_s" 'BEGIN { printf "%.2f", (b - a) / hz }')" >> "$results"
 }
 
 w1=$data/w1.sha256 w2=$data/w2.sha256

@@ -3,7 +3,8 @@
     python3 report.py RESULTS.tsv FACTS.tsv
 
 RESULTS.tsv: one line per timed run: workload, tool, round (0 = warm-up), wall seconds,
-peak RSS in KiB, verdict (ok | wrong | exit N), CPU seconds (user + sys). FACTS.tsv: name, value lines (machine,
+peak RSS in KiB, verdict (ok | wrong | exit N), CPU seconds (user + sys), the servers' CPU
+seconds during the run (nginx, SeaweedFS). FACTS.tsv: name, value lines (machine,
 versions, --version time, binary size). Prints the tables; exits 1 when a spark-localizer
 run failed or produced wrong bytes (a peer's failure is shown in its row).
 """
@@ -37,15 +38,16 @@ SIZE_TARGET = 16 * 1024 * 1024
 
 
 def main():
-    runs = defaultdict(list)  # (workload, tool) -> [(wall, rss_kib, verdict, cpu)]
+    runs = defaultdict(list)  # (workload, tool) -> [(wall, rss_kib, verdict, cpu, server_cpu)]
     order = defaultdict(list)  # workload -> tools, in the order first seen
     with open(sys.argv[1]) as f:
         for line in f:
-            workload, tool, rnd, wall, rss, verdict, cpu = line.rstrip("\n").split("\t")
+            workload, tool, rnd, wall, rss, verdict, cpu, server = line.rstrip("\n").split("\t")
             if tool not in order[workload]:
                 order[workload].append(tool)
             if int(rnd) > 0:
-                runs[(workload, tool)].append((float(wall), int(rss), verdict, float(cpu)))
+                runs[(workload, tool)].append(
+                    (float(wall), int(rss), verdict, float(cpu), float(server)))
     facts = {}
     with open(sys.argv[2]) as f:
         for line in f:
@@ -54,14 +56,15 @@ def main():
 
     stats = {}
     for key, rs in runs.items():
-        bad = [v for _, _, v, _ in rs if v != "ok"]
-        walls = [w for w, _, _, _ in rs]
+        bad = [r[2] for r in rs if r[2] != "ok"]
+        walls = [r[0] for r in rs]
         stats[key] = {
             "median": statistics.median(walls),
             "min": min(walls),
             "max": max(walls),
-            "cpu": statistics.median(c for _, _, _, c in rs),
-            "rss_mib": max(r for _, r, _, _ in rs) / 1024,
+            "cpu": statistics.median(r[3] for r in rs),
+            "server_cpu": statistics.median(r[4] for r in rs),
+            "rss_mib": max(r[1] for r in rs) / 1024,
             "bad": bad,
             "n": len(rs),
         }
@@ -74,8 +77,9 @@ def main():
     print(f"Runs: {facts.get('runs')} timed per tool after {facts.get('warmup')} warm-up, "
           f"medians; {facts.get('machine')}. {facts.get('sync')}")
     print()
-    print("| workload | tool | median s | min s | max s | CPU s | peak RSS MiB | × best peer | × cp -r |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| workload | tool | median s | min s | max s | CPU s | server CPU s | peak RSS MiB "
+          "| × best peer | × cp -r |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     failed = False
     summary = {}
     for workload in WORKLOADS:
@@ -93,7 +97,7 @@ def main():
                 continue
             label = tool if tool != LIMIT or LIMIT in tools else f"{tool} (as {LIMIT_OF[workload]})"
             if s["bad"]:
-                print(f"| {workload} | {label} | FAILED: {', '.join(sorted(set(s['bad'])))} | | | | | | |")
+                print(f"| {workload} | {label} | FAILED: {', '.join(sorted(set(s['bad'])))} | | | | | | | |")
                 if tool == US:
                     failed = True
                 continue
@@ -101,7 +105,7 @@ def main():
             vs_limit = f"{s['median'] / limit['median']:.2f}" if limit else "–"
             name = f"**{label}**" if tool == US else label + (" (best peer)" if tool == best else "")
             print(f"| {workload} | {name} | {s['median']:.3f} | {s['min']:.3f} | {s['max']:.3f} "
-                  f"| {s['cpu']:.2f} | {s['rss_mib']:.1f} | {vs_peer} | {vs_limit} |")
+                  f"| {s['cpu']:.2f} | {s['server_cpu']:.2f} | {s['rss_mib']:.1f} | {vs_peer} | {vs_limit} |")
             if tool == US:
                 summary[workload] = (s, best, best_median, limit)
     print()
