@@ -106,10 +106,12 @@ curl -fsS -o /dev/null "$http/w1/jar-000.jar" || { cat "$work/nginx.err" >&2; ec
 # W5: the same data, each connection capped at 32 MB/s.
 capped_port=$(start_nginx "$work/capped" "$data" "tcp_nopush on;" "keepalive_requests 100000;" "autoindex on;" "limit_rate 32m;")
 capped="http://127.0.0.1:$capped_port"
-[ "${#server_cpu[@]}" -eq 0 ] || for pidfile in "$work/nginx.pid" "$work/capped/nginx.pid"; do
-    # The master and its workers.
-    for pid in $(cat "$pidfile") $(pgrep -P "$(cat "$pidfile")"); do taskset -a -p -c 0 "$pid" >/dev/null; done
+# Both nginx masters and their workers: pinned, and counted in each run's server CPU.
+nginx_pids=()
+for pidfile in "$work/nginx.pid" "$work/capped/nginx.pid"; do
+    nginx_pids+=("$(cat "$pidfile")" $(pgrep -P "$(cat "$pidfile")"))
 done
+[ "${#server_cpu[@]}" -eq 0 ] || for pid in "${nginx_pids[@]}"; do taskset -a -p -c 0 "$pid" >/dev/null; done
 
 # SeaweedFS: master, volume, filer and S3 gateway in one process, one identity.
 key=benchaccess secret=benchsecret0123456789
@@ -165,11 +167,7 @@ sl=(fetch -q --jars-dir "$out/jars" --files-dir "$out/files")
 
 # The servers' CPU time so far (user + sys of nginx's masters and workers and of
 # SeaweedFS, in clock ticks): a run's server CPU is the difference around it.
-server_pids=()
-for pidfile in "$work/nginx.pid" "$work/capped/nginx.pid"; do
-    server_pids+=("$(cat "$pidfile")" $(pgrep -P "$(cat "$pidfile")"))
-done
-server_pids+=("$weed_pid")
+server_pids=("${nginx_pids[@]}" "$weed_pid")
 server_ticks() {
     local pid total=0 fields
     for pid in "${server_pids[@]}"; do

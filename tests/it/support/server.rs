@@ -440,21 +440,21 @@ async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
                 _ => {}
             }
         }
-        if close || matches!(fault, Some(Fault::Unsized(_))) {
-            return;
-        }
         if req.has_body() {
             // The body was never read: the connection cannot carry another request.
-            // Close as nginx does (lingering): end the answer, then drain what the
-            // client still sends, so that closing with unread data does not reset
-            // the connection (an RST can discard the answer before the client reads
-            // it).
+            // Close as nginx does (lingering), whatever the request asked: end the
+            // answer, then drain what the client still sends, so that closing with
+            // unread data does not reset the connection (an RST can discard the
+            // answer before the client reads it).
             let _ = conn.get_mut().shutdown().await;
             let _ = tokio::time::timeout(
                 Duration::from_secs(10),
                 tokio::io::copy(&mut conn, &mut tokio::io::sink()),
             )
             .await;
+            return;
+        }
+        if close || matches!(fault, Some(Fault::Unsized(_))) {
             return;
         }
     }
