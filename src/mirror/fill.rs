@@ -7,16 +7,23 @@
 //! the temp file as it grows; the blob is published (and the index updated) only
 //! once its digest is known and matches what was expected.
 //!
+//! Joiners that keep up are served from the last chunks written, held in memory
+//! ([`Fill::recent`]): no read of the file, no buffer, no blocking-pool hop per
+//! chunk. One that falls behind reads the file.
+//!
 //! The temp file never holds more than the room the store promised it: the
 //! announced size before the first byte, or [`GROW_STEP`] at a time when the
 //! origin did not say. A transfer that cannot get its room stops writing and is
 //! passed through: each request streams the rest from the origin itself.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -30,6 +37,9 @@ use crate::source::{ByteStream, OpenRequest, Source, SourceError};
 
 /// Bytes received between two announcements of a fill's progress.
 const ANNOUNCE_STEP: u64 = 256 << 10;
+/// Announced chunks a fill keeps in memory for its joiners (2 MiB or a little
+/// more): a joiner further behind than that reads the temp file.
+const RECENT_CHUNKS: usize = 8;
 /// Room asked of the store at a time for a transfer of unknown size.
 const GROW_STEP: u64 = 1 << 20;
 
@@ -65,6 +75,11 @@ pub(super) struct Fill {
     /// rename that publishes it).
     pub file: Arc<File>,
     pub state: watch::Receiver<State>,
+    /// The last chunks written to the temp file while streaming, each with its
+    /// offset; emptied when the transfer ends or starts over.
+    recent: Mutex<VecDeque<(u64, Bytes)>>,
+    /// How many times the transfer started over (and emptied the temp file).
+    restarts: AtomicU32,
     /// The room the temp file may fill, kept until the last reader of the file
     /// is done (or handed to the blob when published).
     room: Mutex<Reservation>,
@@ -74,6 +89,36 @@ pub(super) struct Fill {
     /// The blob held for the URI, opened (and so kept from eviction) while it is
     /// revalidated and until every request of this fill has its answer.
     _held: Option<Reading>,
+}
+
+impl Fill {
+    /// Bytes from `at` up to `end` (at most to the end of one chunk) if the
+    /// chunk holding `at` is still in memory.
+    pub(super) fn recent(&self, at: u64, end: u64) -> Option<Bytes> {
+        let recent = self.recent.lock().expect("lock");
+        let (offset, chunk) = recent
+            .iter()
+            .find(|(offset, chunk)| *offset <= at && at < offset + chunk.len() as u64)?;
+        let to = end.min(offset + chunk.len() as u64);
+        (at < to).then(|| chunk.slice((at - offset) as usize..(to - offset) as usize))
+    }
+
+    /// How many times the transfer started over so far.
+    pub(super) fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
+    fn remember(&self, offset: u64, chunk: Bytes) {
+        let mut recent = self.recent.lock().expect("lock");
+        if recent.len() == RECENT_CHUNKS {
+            recent.pop_front();
+        }
+        recent.push_back((offset, chunk));
+    }
+
+    fn forget(&self) {
+        self.recent.lock().expect("lock").clear();
+    }
 }
 
 /// Starts the fill of `uri` (`known` is what the store holds for it) on its own task: it goes on when the
@@ -98,6 +143,8 @@ pub(super) fn start(
         uri: uri.to_string(),
         file: Arc::new(reader),
         state: rx,
+        recent: Mutex::new(VecDeque::new()),
+        restarts: AtomicU32::new(0),
         room: Mutex::new(mirror.store.reservation()),
         handoff: Mutex::new(None),
         _held: held,
@@ -107,6 +154,8 @@ pub(super) fn start(
     tokio::spawn(async move {
         let key = uri.to_string();
         let end = run(&mirror, &ours, &uri, known, writer, temp.to_path_buf(), &tx).await;
+        // Joiners read what is left from the file now.
+        ours.forget();
         drop(ours);
         let end = match end {
             Ok(done) => done,
@@ -234,7 +283,7 @@ async fn transfer(
     tx: &watch::Sender<State>,
 ) -> Result<Transferred, String> {
     let policy: RetryPolicy = mirror.retry;
-    let mut out = std::io::BufWriter::with_capacity(256 << 10, writer);
+    let mut out = Spool::new(fill, writer);
     let mut hasher = Sha256::new();
     let mut written = 0u64;
     let mut validator: Option<String> = None;
@@ -293,7 +342,7 @@ async fn transfer(
                     no_room = true;
                     return Err(full());
                 }
-                out.write_all(&chunk).map_err(local)?;
+                out.push(&chunk);
                 hasher.update(&chunk);
                 written = after;
                 mirror.metrics.origin_bytes.add(chunk.len() as u64);
@@ -317,7 +366,7 @@ async fn transfer(
         if !can_resume && written > 0 {
             // Start over: truncate what we hold (joiners read only up to `written`,
             // which goes back to 0: they fail rather than splice two bodies).
-            truncate(&mut out).map_err(|e| local(e).describe())?;
+            out.truncate().map_err(|e| local(e).describe())?;
             hasher = Sha256::new();
             written = 0;
             announced = 0;
@@ -341,10 +390,65 @@ async fn transfer(
     })
 }
 
+/// The temp file as it is written: bytes gather in memory and go to the file a
+/// chunk at a time, each chunk kept in [`Fill::recent`] for the joiners.
+struct Spool<'a> {
+    fill: &'a Fill,
+    file: File,
+    pending: BytesMut,
+    /// Bytes in the file; the pending ones follow them.
+    flushed: u64,
+}
+
+impl<'a> Spool<'a> {
+    /// Room for one announced chunk and the network chunk that ends it.
+    const CAPACITY: usize = (ANNOUNCE_STEP + (64 << 10)) as usize;
+
+    fn new(fill: &'a Fill, file: File) -> Self {
+        Spool {
+            fill,
+            file,
+            pending: BytesMut::with_capacity(Self::CAPACITY),
+            flushed: 0,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.pending.extend_from_slice(data);
+    }
+
+    /// Writes the pending bytes to the file as one chunk.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.pending, BytesMut::with_capacity(Self::CAPACITY));
+        let chunk = chunk.freeze();
+        self.file.write_all(&chunk)?;
+        let offset = self.flushed;
+        self.flushed += chunk.len() as u64;
+        self.fill.remember(offset, chunk);
+        Ok(())
+    }
+
+    /// Empties the temp file (and the chunks kept) to start over.
+    fn truncate(&mut self) -> std::io::Result<()> {
+        use std::io::Seek;
+        // Counted before any byte of the new attempt can be read.
+        self.fill.restarts.fetch_add(1, Ordering::SeqCst);
+        self.pending.clear();
+        self.fill.forget();
+        self.file.set_len(0)?;
+        self.file.rewind()?;
+        self.flushed = 0;
+        Ok(())
+    }
+}
+
 /// A transfer without room: what is written stays readable, the rest comes
 /// from the origin.
 fn passed(
-    out: &mut std::io::BufWriter<File>,
+    out: &mut Spool<'_>,
     written: u64,
     size: Option<u64>,
     validator: Option<String>,
@@ -366,14 +470,6 @@ fn whole(written: u64, size: Option<u64>) -> Result<(), SourceError> {
         )),
         _ => Ok(()),
     }
-}
-
-/// Empties the temp file to start over.
-fn truncate(out: &mut std::io::BufWriter<File>) -> std::io::Result<()> {
-    use std::io::Seek;
-    out.flush()?;
-    out.get_mut().set_len(0)?;
-    out.get_mut().rewind()
 }
 
 fn oversized(size: u64) -> SourceError {
@@ -405,4 +501,68 @@ fn local(e: std::io::Error) -> SourceError {
         crate::source::FaultKind::Refused,
         format!("writing the mirror's temp file: {e}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill() -> Fill {
+        let file = tempfile::tempfile().unwrap();
+        let (_tx, rx) = watch::channel(State::Starting);
+        Fill {
+            uri: "http://origin.test/a.jar".to_owned(),
+            file: Arc::new(file),
+            state: rx,
+            recent: Mutex::new(VecDeque::new()),
+            restarts: AtomicU32::new(0),
+            room: Mutex::new(Reservation::none()),
+            handoff: Mutex::new(None),
+            _held: None,
+        }
+    }
+
+    #[test]
+    fn recent_chunks_serve_what_they_hold_and_no_more() {
+        let fill = fill();
+        let body: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        for (i, chunk) in body.chunks(100).enumerate() {
+            fill.remember(i as u64 * 100, Bytes::copy_from_slice(chunk));
+        }
+        // The last RECENT_CHUNKS chunks are kept: 200..1000.
+        assert_eq!(fill.recent(199, 1000), None);
+        assert_eq!(fill.recent(0, 1000), None);
+        assert_eq!(fill.recent(250, 1000).unwrap(), body[250..300]);
+        assert_eq!(fill.recent(250, 260).unwrap(), body[250..260]);
+        assert_eq!(fill.recent(999, 1000).unwrap(), body[999..1000]);
+        assert_eq!(fill.recent(250, 250), None);
+        assert_eq!(fill.recent(1000, 2000), None);
+        fill.forget();
+        assert_eq!(fill.recent(250, 1000), None);
+    }
+
+    #[test]
+    fn a_spool_writes_whole_chunks_and_starting_over_forgets_them() {
+        let fill = fill();
+        let file = fill.file.try_clone().unwrap();
+        let mut spool = Spool::new(&fill, file);
+        spool.push(b"hello ");
+        spool.push(b"world");
+        assert_eq!(fill.recent(0, 100), None, "nothing is kept before a flush");
+        spool.flush().unwrap();
+        assert_eq!(fill.recent(0, 100).unwrap(), &b"hello world"[..]);
+        spool.push(b"!");
+        spool.flush().unwrap();
+        assert_eq!(fill.recent(11, 100).unwrap(), &b"!"[..]);
+        let mut on_disk = Vec::new();
+        use std::io::{Read, Seek};
+        let mut reader = fill.file.try_clone().unwrap();
+        reader.rewind().unwrap();
+        reader.read_to_end(&mut on_disk).unwrap();
+        assert_eq!(on_disk, b"hello world!");
+        spool.truncate().unwrap();
+        assert_eq!(fill.restarts(), 1);
+        assert_eq!(fill.recent(0, 100), None);
+        assert_eq!(fill.file.metadata().unwrap().len(), 0);
+    }
 }

@@ -429,6 +429,9 @@ async fn pump(
 ) {
     let mut state = fill.state.clone();
     let mut at = 0u64;
+    // The whole file, mapped once the transfer is done (it is final then).
+    let mut mapped: Option<Bytes> = None;
+    let attempt = fill.restarts();
     let failed = |why: String| Err(io::Error::other(why));
     loop {
         let current = state.borrow_and_update().clone();
@@ -437,6 +440,10 @@ async fn pump(
             FillState::Streaming { written, .. } if *written < at => {
                 let _ = tx.send(failed("the transfer started over".into())).await;
                 return;
+            }
+            // The last byte waits for the digest; before it, what is written.
+            FillState::Streaming { written, size } if size.is_some_and(|s| *written < s) => {
+                *written
             }
             FillState::Streaming { written, .. } => written.saturating_sub(1),
             FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| e != sha256) => {
@@ -460,15 +467,22 @@ async fn pump(
                 return;
             }
         };
-        // While the transfer runs, wait for a whole chunk (a wake-up and a
-        // read per network chunk would cost more than the bytes).
-        let settled = matches!(
-            current,
-            FillState::Done { .. } | FillState::PassThrough { .. }
-        );
-        if at < available && (settled || available - at >= CHUNK) {
-            let n = (available - at).min(CHUNK);
-            let read = read_at(fill.file.clone(), at, n).await;
+        // The transfer announces whole chunks (a wake-up per network chunk
+        // would cost more than the bytes): what it announced goes out at once.
+        if at < available {
+            let read = match &current {
+                FillState::Done { .. } => done_bytes(&fill, &mut mapped, at, available),
+                _ => match fill.recent(at, available) {
+                    Some(chunk) => Ok(chunk),
+                    None => read_at(fill.file.clone(), at, (available - at).min(CHUNK)).await,
+                },
+            };
+            // Bytes of another attempt must not follow ours (the state may
+            // not show the start-over when the new attempt overtook it).
+            if fill.restarts() != attempt {
+                let _ = tx.send(failed("the transfer started over".into())).await;
+                return;
+            }
             if let Ok(bytes) = &read {
                 mirror.metrics.served_bytes.add(bytes.len() as u64);
                 at += bytes.len() as u64;
@@ -487,6 +501,30 @@ async fn pump(
             return;
         }
     }
+}
+
+/// Up to a chunk of a finished transfer's file from `at`, from a mapping of the
+/// whole file (made on the first call).
+fn done_bytes(fill: &Fill, mapped: &mut Option<Bytes>, at: u64, end: u64) -> io::Result<Bytes> {
+    let all = match mapped {
+        Some(all) => all,
+        None => {
+            // SAFETY: a transfer that is done never writes to or truncates its
+            // file again; it is published by rename (or unlinked), which leaves
+            // the mapping valid.
+            let map = unsafe { memmap2::Mmap::map(&*fill.file)? };
+            if (map.len() as u64) < end {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the transfer's file is shorter than written",
+                ));
+            }
+            let _ = map.advise(memmap2::Advice::Sequential);
+            mapped.insert(Bytes::from_owner(map))
+        }
+    };
+    let to = end.min(at + CHUNK).min(all.len() as u64);
+    Ok(all.slice(at as usize..to as usize))
 }
 
 fn settled_state(state: &FillState) -> bool {

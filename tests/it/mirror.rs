@@ -1112,3 +1112,112 @@ fn a_transfer_of_unknown_size_grows_its_room_and_is_passed_through_when_it_runs_
     assert_eq!(big_gets.len(), 2, "one whole, one range: {big_gets:?}");
     assert!(big_gets[1].header("range").is_some(), "{big_gets:?}");
 }
+
+/// A chunked body's bytes (`raw` is the whole encoded body).
+fn dechunk(raw: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line_end = at + raw[at..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let size_text = String::from_utf8_lossy(&raw[at..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        at = line_end + 2;
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&raw[at..at + size]);
+        at += size + 2;
+    }
+}
+
+/// Reads an HTTP/1.1 answer's head from `stream`: the status, whether the body
+/// is chunked, and the bytes of the body that came with the head.
+fn read_head(stream: &mut TcpStream) -> (u16, bool, Vec<u8>) {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the mirror closed before the head");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..p]).to_ascii_lowercase();
+            let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+            let chunked = head.contains("transfer-encoding: chunked");
+            return (status, chunked, raw[p + 4..].to_vec());
+        }
+    }
+}
+
+#[test]
+fn a_joiner_that_falls_behind_a_transfer_gets_every_byte_in_order() {
+    // Two slow transfers (12 MB at 4 MB/s, one of unknown size). One client
+    // reads a little, stops until the transfer is megabytes ahead of it (past the
+    // chunks the mirror keeps in memory), then reads on: it is served from the
+    // file, then from memory as it catches up, then from the finished file; a
+    // second client keeps up all along. Every byte, in order, for both.
+    let origin = FaultServer::start();
+    let sized = data(61, 12_000_000);
+    let no_size = data(62, 12_000_000);
+    origin.put("/sized.jar", sized.clone());
+    origin.always("/sized.jar", Fault::Paced(4_000_000));
+    origin.put("/unsized.jar", no_size.clone());
+    origin.always("/unsized.jar", Fault::Unsized(4_000_000));
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(store.path(), &["--allow-origin", &origin.url("/")]);
+    for (name, body) in [("/sized.jar", &sized), ("/unsized.jar", &no_size)] {
+        let before = mirror.metrics()["origin_bytes_total"];
+        let path = format!("/v1/fetch?uri={}", urlencode(&origin.url(name)));
+        let mut lagging = TcpStream::connect(&mirror.addr).unwrap();
+        write!(
+            lagging,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            mirror.addr
+        )
+        .unwrap();
+        let (status, chunked, mut got) = read_head(&mut lagging);
+        assert_eq!(status, 200, "{name}");
+        let keeping_up = {
+            let mirror_addr = mirror.addr.clone();
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&mirror_addr).unwrap();
+                write!(
+                    stream,
+                    "GET {path} HTTP/1.1\r\nHost: {mirror_addr}\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let (status, chunked, mut body) = read_head(&mut stream);
+                stream.read_to_end(&mut body).unwrap();
+                (status, if chunked { dechunk(&body) } else { body })
+            })
+        };
+        // What the sockets and the answer's queue hold is well under 9 MB.
+        assert!(
+            wait_for(Duration::from_secs(30), || mirror.metrics()
+                ["origin_bytes_total"]
+                >= before + 9_000_000),
+            "{name}: the transfer did not get ahead: {:?}",
+            mirror.metrics()
+        );
+        lagging.read_to_end(&mut got).unwrap();
+        if chunked {
+            got = dechunk(&got);
+        }
+        assert!(
+            got == *body,
+            "{name}: the lagging client got other bytes ({} of {})",
+            got.len(),
+            body.len()
+        );
+        let (status, kept_up) = keeping_up.join().unwrap();
+        assert_eq!(status, 200, "{name}");
+        assert!(
+            kept_up == *body,
+            "{name}: the client that kept up got other bytes ({} of {})",
+            kept_up.len(),
+            body.len()
+        );
+    }
+    assert_eq!(origin.gets("/sized.jar").len(), 1);
+    assert_eq!(origin.gets("/unsized.jar").len(), 1);
+}
