@@ -12,13 +12,20 @@
 # For each: the wall time of all the pods together and the bytes the origin sent
 # (nginx's access log, $body_bytes_sent), against the workload's unique bytes.
 # Every pod's jars are checked against the pins after every run (sha256sum -c).
-# Targets (issue 17): origin bytes through the mirror 1.00x the unique bytes (PODSx
-# direct); PODS via mirror within 1.5x of one pod alone.
+# Targets: origin bytes through the mirror 1.00x the unique bytes (PODSx direct)
+# and PODS via mirror within 1.5x of one pod alone (issue 17); PODS via mirror within
+# 1.1x of PODS direct (issue 36).
+#
+# The pods write to POD_DIR, by default a directory on /dev/shm (an emptyDir with
+# medium: Memory) when it is a tmpfs with room: 16 pods write 4 GiB a run, and on
+# this VM's disk the writeback of the last run's pages made wall times swing by
+# 1.7x from one run to the next, in either mode.
 #
 #   bash bench/mirror.sh            # 16 pods, 200 jars, 3 rounds, static binary
 #   bash bench/mirror.sh --quick    # CI: 4 pods, 20 jars (25 MiB), 1 round
 #
-# Env: PODS, ROUNDS, SPARK_LOCALIZER_BIN (default: images/build-static.sh's binary).
+# Env: PODS, ROUNDS, POD_DIR, SPARK_LOCALIZER_BIN (default: images/build-static.sh's
+# binary).
 # Exits 1 when a pod's output is wrong or the origin sent more than the unique bytes
 # through the mirror (correctness); timings are reported, not enforced.
 set -euo pipefail
@@ -55,8 +62,22 @@ cleanup() {
     [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
     [ -f "$work/capped/nginx.pid" ] && kill "$(cat "$work/capped/nginx.pid")" 2>/dev/null || true
     [ -n "${KEEP:-}" ] || rm -rf "$work"
+    case "${pod_dir:-}" in /dev/shm/spark-localizer-mirror-bench.*) rm -rf "$pod_dir" ;; esac
 }
 trap cleanup EXIT
+
+# Where the pods write (see above): /dev/shm when it is a tmpfs with room for
+# every pod's copy and some to spare, else under $work.
+need_kib=$(( (unique / 1024) * pods * 3 / 2 ))
+if [ -n "${POD_DIR:-}" ]; then
+    pod_dir=$POD_DIR
+elif [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] \
+    && [ "$(df -k --output=avail /dev/shm | tail -n 1)" -gt "$need_kib" ]; then
+    pod_dir=$(mktemp -d /dev/shm/spark-localizer-mirror-bench.XXXXXX)
+else
+    pod_dir="$work"
+fi
+echo "==> the pods write under $pod_dir/pods" >&2
 
 # Two origins serve the same jars: nginx on loopback as fast as it goes (the
 # worst case for a mirror: the pods' own hashing and writing, which no mirror
@@ -118,8 +139,8 @@ cpu_to() {
 run_pods() {
     local n=$1 i start end failed=0
     shift
-    rm -rf "$work/pods"
-    mkdir -p "$work/pods"
+    rm -rf "$pod_dir/pods"
+    mkdir -p "$pod_dir/pods"
     # Dirty pages of the last run are not this run's cost.
     sync
     cpu_to "$work/cpu0"
@@ -127,8 +148,8 @@ run_pods() {
     local pids=()
     for i in $(seq "$n"); do
         "$bin" fetch -q --no-progress --jars "$jar_list" --checksums "$data/w1.sha256" \
-            --jars-dir "$work/pods/$i/jars" --files-dir "$work/pods/$i/files" "$@" \
-            >"$work/pods/$i.log" 2>&1 </dev/null &
+            --jars-dir "$pod_dir/pods/$i/jars" --files-dir "$pod_dir/pods/$i/files" "$@" \
+            >"$pod_dir/pods/$i.log" 2>&1 </dev/null &
         pids+=($!)
     done
     for i in "${pids[@]}"; do
@@ -136,16 +157,16 @@ run_pods() {
     done
     end=$(date +%s.%N)
     cpu_to "$work/cpu1"
-    [ "$failed" = 0 ] || { cat "$work"/pods/*.log >&2; echo "a pod failed" >&2; exit 1; }
+    [ "$failed" = 0 ] || { cat "$pod_dir"/pods/*.log >&2; echo "a pod failed" >&2; exit 1; }
     for i in $(seq "$n"); do
-        (cd "$work/pods/$i/jars" && sha256sum -c --quiet --strict "$data/w1.sha256" >/dev/null) || {
+        (cd "$pod_dir/pods/$i/jars" && sha256sum -c --quiet --strict "$data/w1.sha256" >/dev/null) || {
             echo "pod $i: wrong or missing jars" >&2
             exit 1
         }
     done
-    if grep -q '"mirror": *"fallback"' "$work"/pods/*/jars/spark-localizer-report.json; then
+    if grep -q '"mirror": *"fallback"' "$pod_dir"/pods/*/jars/spark-localizer-report.json; then
         echo "a pod fell back to the origin:" >&2
-        grep -h -o '"mirror_error": *"[^"]*"' "$work"/pods/*/jars/spark-localizer-report.json | head -3 >&2
+        grep -h -o '"mirror_error": *"[^"]*"' "$pod_dir"/pods/*/jars/spark-localizer-report.json | head -3 >&2
         exit 1
     fi
     local p0 m0 p1 m1
@@ -208,8 +229,10 @@ bench_origin() {
     direct=$(echo "${secs["$pods direct"]}" | median)
     ratio=$(echo "$via / $alone" | bc -l)
     origin_ratio=$(echo "${bytes["$pods via mirror"]} / $unique" | bc -l)
-    printf '%s pods via the mirror / one pod alone: %.2fx (target <= 1.5: %s); / %s direct: %.2fx\n' \
-        "$pods" "$ratio" "$(verdict "$ratio" 1.5)" "$pods" "$(echo "$via / $direct" | bc -l)"
+    printf '%s pods via the mirror / one pod alone: %.2fx (target <= 1.5: %s)\n' \
+        "$pods" "$ratio" "$(verdict "$ratio" 1.5)"
+    printf '%s pods via the mirror / %s direct: %.2fx (target <= 1.1: %s)\n' \
+        "$pods" "$pods" "$(echo "$via / $direct" | bc -l)" "$(verdict "$(echo "$via / $direct" | bc -l)" 1.1)"
     # The pods' own work (receive, hash, write: every pod verifies every byte) and the
     # mirror's, spread over every core: no mirror can beat this floor.
     printf 'CPU floor of %s pods via the mirror: %.2f s (their CPU s / %s cores); wall / floor: %.2fx\n' \
