@@ -52,6 +52,16 @@ fn tool(name: &str) -> Result<PathBuf, String> {
         })
 }
 
+/// libfaketime, preloaded into the skewed KDC directly: the `faketime` wrapper
+/// leaves its shared-memory files in /dev/shm when it is killed, as it is here.
+fn libfaketime() -> Result<PathBuf, String> {
+    std::fs::read_dir("/usr/lib")
+        .map_err(|e| format!("/usr/lib: {e}"))?
+        .filter_map(|e| Some(e.ok()?.path().join("faketime/libfaketime.so.1")))
+        .find(|p| p.exists())
+        .ok_or_else(|| "libfaketime.so.1 not found under /usr/lib/*/faketime (faketime)".to_owned())
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -73,7 +83,7 @@ impl Kdc {
         let (krb5kdc, kdb5_util, kadmin) =
             (tool("krb5kdc")?, tool("kdb5_util")?, tool("kadmin.local")?);
         tool("kinit")?;
-        let faketime = tool("faketime")?;
+        let faketime = libfaketime()?;
         let dir = tempfile::Builder::new()
             .prefix("sl-kdc-")
             .tempdir()
@@ -160,7 +170,10 @@ impl Kdc {
             let kdc = krb5kdc.display().to_string();
             let start = match skew {
                 None => format!("{kdc} -n"),
-                Some(offset) => format!("{} -f '{offset}' {kdc} -n", faketime.display()),
+                Some(offset) => format!(
+                    "LD_PRELOAD='{}' FAKETIME='{offset}' {kdc} -n",
+                    faketime.display()
+                ),
             };
             cmd.args([
                 "-c",
