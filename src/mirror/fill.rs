@@ -37,8 +37,9 @@ use crate::source::{ByteStream, OpenRequest, Source, SourceError};
 
 /// Bytes received between two announcements of a fill's progress.
 const ANNOUNCE_STEP: u64 = 256 << 10;
-/// Announced chunks a fill keeps in memory for its joiners (2 MiB or a little
-/// more): a joiner further behind than that reads the temp file.
+/// Announced chunks a fill keeps in memory for its joiners, each 256 KiB to
+/// [`Spool::CAPACITY`] (or one network chunk larger than that): a joiner further
+/// behind than that reads the temp file.
 const RECENT_CHUNKS: usize = 8;
 /// Room asked of the store at a time for a transfer of unknown size.
 const GROW_STEP: u64 = 1 << 20;
@@ -93,14 +94,18 @@ pub(super) struct Fill {
 
 impl Fill {
     /// Bytes from `at` up to `end` (at most to the end of one chunk) if the
-    /// chunk holding `at` is still in memory.
-    pub(super) fn recent(&self, at: u64, end: u64) -> Option<Bytes> {
+    /// chunk holding `at` is still in memory, and whether `end` cut the chunk.
+    pub(super) fn recent(&self, at: u64, end: u64) -> Option<(Bytes, bool)> {
         let recent = self.recent.lock().expect("lock");
         let (offset, chunk) = recent
             .iter()
             .find(|(offset, chunk)| *offset <= at && at < offset + chunk.len() as u64)?;
-        let to = end.min(offset + chunk.len() as u64);
-        (at < to).then(|| chunk.slice((at - offset) as usize..(to - offset) as usize))
+        let chunk_end = offset + chunk.len() as u64;
+        let to = end.min(chunk_end);
+        (at < to).then(|| {
+            let bytes = chunk.slice((at - offset) as usize..(to - offset) as usize);
+            (bytes, to < chunk_end)
+        })
     }
 
     /// How many times the transfer started over so far.
@@ -342,7 +347,7 @@ async fn transfer(
                     no_room = true;
                     return Err(full());
                 }
-                out.push(&chunk);
+                out.push(&chunk).map_err(local)?;
                 hasher.update(&chunk);
                 written = after;
                 mirror.metrics.origin_bytes.add(chunk.len() as u64);
@@ -364,15 +369,16 @@ async fn transfer(
         };
         let can_resume = written > 0 && validator.is_some() && error.is_transient();
         if !can_resume && written > 0 {
-            // Start over: truncate what we hold (joiners read only up to `written`,
-            // which goes back to 0: they fail rather than splice two bodies).
+            // Start over: the answers in progress fail rather than splice two
+            // bodies. Announced before the count of restarts moves, so an answer
+            // that starts with the new count never sees the old bytes' state.
+            tx.send_replace(State::Failed(
+                "the origin's body changed during the transfer".to_owned(),
+            ));
             out.truncate().map_err(|e| local(e).describe())?;
             hasher = Sha256::new();
             written = 0;
             announced = 0;
-            tx.send_replace(State::Failed(
-                "the origin's body changed during the transfer".to_owned(),
-            ));
         }
         match policy.next_delay(attempt, &error) {
             Some(delay) => {
@@ -413,8 +419,14 @@ impl<'a> Spool<'a> {
         }
     }
 
-    fn push(&mut self, data: &[u8]) {
+    /// Adds `data` to the pending chunk, written first if `data` would not fit
+    /// (growing it would copy what it holds).
+    fn push(&mut self, data: &[u8]) -> std::io::Result<()> {
+        if !self.pending.is_empty() && self.pending.len() + data.len() > self.pending.capacity() {
+            self.flush()?;
+        }
         self.pending.extend_from_slice(data);
+        Ok(())
     }
 
     /// Writes the pending bytes to the file as one chunk.
@@ -532,11 +544,14 @@ mod tests {
         // The last RECENT_CHUNKS chunks are kept: 200..1000.
         assert_eq!(fill.recent(199, 1000), None);
         assert_eq!(fill.recent(0, 1000), None);
-        assert_eq!(fill.recent(250, 1000).unwrap(), body[250..300]);
-        assert_eq!(fill.recent(250, 260).unwrap(), body[250..260]);
-        assert_eq!(fill.recent(999, 1000).unwrap(), body[999..1000]);
-        assert_eq!(fill.recent(250, 250), None);
-        assert_eq!(fill.recent(1000, 2000), None);
+        let got = |at, end| fill.recent(at, end).map(|(b, cut)| (b.to_vec(), cut));
+        assert_eq!(got(250, 1000), Some((body[250..300].to_vec(), false)));
+        assert_eq!(got(250, 260), Some((body[250..260].to_vec(), true)));
+        assert_eq!(got(250, 300), Some((body[250..300].to_vec(), false)));
+        assert_eq!(got(999, 1000), Some((body[999..1000].to_vec(), false)));
+        assert_eq!(got(900, 999), Some((body[900..999].to_vec(), true)));
+        assert_eq!(got(250, 250), None);
+        assert_eq!(got(1000, 2000), None);
         fill.forget();
         assert_eq!(fill.recent(250, 1000), None);
     }
@@ -546,20 +561,32 @@ mod tests {
         let fill = fill();
         let file = fill.file.try_clone().unwrap();
         let mut spool = Spool::new(&fill, file);
-        spool.push(b"hello ");
-        spool.push(b"world");
+        spool.push(b"hello ").unwrap();
+        spool.push(b"world").unwrap();
         assert_eq!(fill.recent(0, 100), None, "nothing is kept before a flush");
         spool.flush().unwrap();
-        assert_eq!(fill.recent(0, 100).unwrap(), &b"hello world"[..]);
-        spool.push(b"!");
+        assert_eq!(fill.recent(0, 100).unwrap().0, &b"hello world"[..]);
+        spool.push(b"!").unwrap();
         spool.flush().unwrap();
-        assert_eq!(fill.recent(11, 100).unwrap(), &b"!"[..]);
+        assert_eq!(fill.recent(11, 100).unwrap().0, &b"!"[..]);
+        // A push that would overflow the pending chunk writes it first.
+        let big = vec![7u8; Spool::CAPACITY - 10];
+        spool.push(&big).unwrap();
+        spool.push(&[8u8; 20]).unwrap();
+        assert_eq!(fill.recent(12, u64::MAX).unwrap().0.len(), big.len());
+        spool.flush().unwrap();
+        assert_eq!(
+            fill.recent(12 + big.len() as u64, u64::MAX).unwrap().0,
+            &[8u8; 20][..]
+        );
         let mut on_disk = Vec::new();
         use std::io::{Read, Seek};
         let mut reader = fill.file.try_clone().unwrap();
         reader.rewind().unwrap();
         reader.read_to_end(&mut on_disk).unwrap();
-        assert_eq!(on_disk, b"hello world!");
+        assert!(on_disk.starts_with(b"hello world!"));
+        assert_eq!(on_disk.len(), 12 + big.len() + 20);
+        assert!(on_disk[12..12 + big.len()] == big[..] && on_disk.ends_with(&[8u8; 20]));
         spool.truncate().unwrap();
         assert_eq!(fill.restarts(), 1);
         assert_eq!(fill.recent(0, 100), None);

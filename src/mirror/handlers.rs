@@ -435,6 +435,12 @@ async fn pump(
     let failed = |why: String| Err(io::Error::other(why));
     loop {
         let current = state.borrow_and_update().clone();
+        // Started over since this answer began: whatever the state says now is
+        // another attempt's (a pass-through would resume it from our offset).
+        if fill.restarts() != attempt {
+            let _ = tx.send(failed("the transfer started over".into())).await;
+            return;
+        }
         let available = match &current {
             FillState::Starting => 0,
             FillState::Streaming { written, .. } if *written < at => {
@@ -473,7 +479,16 @@ async fn pump(
             let read = match &current {
                 FillState::Done { .. } => done_bytes(&fill, &mut mapped, at, available),
                 _ => match fill.recent(at, available) {
-                    Some(chunk) => Ok(chunk),
+                    // The chunk whose last byte waits for the digest goes whole,
+                    // once the digest is known (not a chunk and then one byte).
+                    Some((_, true)) if !matches!(current, FillState::PassThrough { .. }) => {
+                        if state.changed().await.is_err() && !settled_state(&state.borrow()) {
+                            let _ = tx.send(failed("the transfer stopped".into())).await;
+                            return;
+                        }
+                        continue;
+                    }
+                    Some((chunk, _)) => Ok(chunk),
                     None => read_at(fill.file.clone(), at, (available - at).min(CHUNK)).await,
                 },
             };

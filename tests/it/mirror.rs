@@ -1221,3 +1221,53 @@ fn a_joiner_that_falls_behind_a_transfer_gets_every_byte_in_order() {
     assert_eq!(origin.gets("/sized.jar").len(), 1);
     assert_eq!(origin.gets("/unsized.jar").len(), 1);
 }
+
+#[test]
+fn an_answer_stuck_behind_a_slow_client_is_cut_when_its_transfer_starts_over() {
+    // The object changes mid-transfer and its new version does not fit in the
+    // store, so the transfer starts over and then passes the new version
+    // through. An answer whose client stopped reading (its pump blocked, so it
+    // never sees the start-over's state) must end short on the old version's
+    // bytes: not go on with the new version's from where it was.
+    let origin = FaultServer::start();
+    let v1 = data(71, 12_000_000);
+    let v2 = data(72, 20_000_000);
+    origin.put("/x.jar", v1.clone());
+    origin.on("/x.jar", 1, Fault::ResetAfter(8_000_000));
+    origin.replace_after("/x.jar", 1, v2.clone(), "\"v2\"");
+    let store = tempfile::tempdir().unwrap();
+    let mirror = Mirror::start(
+        store.path(),
+        &[
+            "--allow-origin",
+            &origin.url("/"),
+            "--max-bytes",
+            "16000000",
+        ],
+    );
+    let path = format!("/v1/fetch?uri={}", urlencode(&origin.url("/x.jar")));
+    let mut stuck = TcpStream::connect(&mirror.addr).unwrap();
+    write!(
+        stuck,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        mirror.addr
+    )
+    .unwrap();
+    let (status, chunked, mut got) = read_head(&mut stuck);
+    assert_eq!((status, chunked), (200, false));
+    // The start-over and the new version's pass-through have happened.
+    assert!(
+        wait_for(Duration::from_secs(30), || origin.gets("/x.jar").len() >= 3
+            && mirror.metrics()["transfers"] == 0),
+        "{:?} {:?}",
+        origin.gets("/x.jar").len(),
+        mirror.metrics()
+    );
+    let _ = stuck.read_to_end(&mut got);
+    assert!(
+        got.len() < v1.len() && v1.starts_with(&got),
+        "the answer got {} bytes, {} of them the old version's",
+        got.len(),
+        got.iter().zip(&v1).take_while(|(a, b)| a == b).count()
+    );
+}
