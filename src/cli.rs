@@ -329,6 +329,11 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::CHECKSUMS, value_name = "FILE")]
     pub checksums: Option<PathBuf>,
 
+    /// Every artifact must be pinned (--checksums, --lock, an oci:// digest
+    /// reference) and every pin must match an artifact, or nothing is fetched.
+    #[arg(long, env = env::REQUIRE_PINS, value_parser = BoolishValueParser::new())]
+    pub require_pins: bool,
+
     /// Maven coordinates groupId:artifactId:version, comma-separated (repeatable):
     /// resolved with their dependencies, as Spark's --packages
     /// [default: spark.jars.packages].

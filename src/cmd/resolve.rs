@@ -19,6 +19,12 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let args = &args;
     let mut problems = Problems::default();
     let settings = Settings::resolve(args, origins, &mut problems);
+    if settings.require_pins {
+        problems.push_message(
+            "--require-pins is for fetch and check: resolve writes the pins (its lockfile), then `fetch --lock FILE --require-pins` requires them"
+                .to_owned(),
+        );
+    }
     let Some(request) = settings
         .packages
         .request

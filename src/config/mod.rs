@@ -57,6 +57,9 @@ pub(crate) struct Settings {
     pub files: Vec<Declared>,
     pub archives: Vec<Declared>,
     pub archive_classpath: bool,
+    /// `--require-pins`: an unpinned artifact or a pin matching none is a
+    /// configuration error.
+    pub require_pins: bool,
     pub archive_limits: crate::archive::Limits,
     pub jars_dir: Sourced<PathBuf>,
     pub files_dir: Sourced<PathBuf>,
@@ -240,6 +243,7 @@ impl Settings {
             files,
             archives,
             archive_classpath: args.archive_classpath,
+            require_pins: args.require_pins,
             archive_limits: crate::archive::Limits {
                 max_bytes: args.archive_max_bytes,
                 max_entries: args.archive_max_entries,

@@ -219,6 +219,8 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let pins = UrlPins::new(settings);
     let placeholder = Url::parse("http://staging.invalid/").expect("a valid URL");
     let mut matched_pins = std::collections::HashSet::new();
+    // Display URIs of the artifacts nothing the user trusts pins.
+    let mut unpinned = Vec::new();
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
         let declared = globs::expand(declared, &mut problems);
@@ -238,12 +240,18 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                     }
                     // local:// files are in the image: checked in place when pinned.
                     let pin = pin_of(&pins, &d.uri, &a);
+                    let mut pinned = pin.is_some();
                     if let Some((key, digest)) = pin {
                         matched_pins.insert(key);
                         a.pin = Some(digest);
                     }
                     if let Some(layer) = settings.oci.layers.get(&d.uri) {
                         pin_layer(&mut a, layer);
+                        // A tag's layer digests are only what the tag names today.
+                        pinned |= layer.reference.contains("@sha256:");
+                    }
+                    if !pinned {
+                        unpinned.push(format!("{} ({})", a.display_uri, d.origin));
                     }
                     a.sha1 = settings.sha1_pins.get(&d.uri).copied();
                     artifacts.push(a);
@@ -258,13 +266,16 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
     if settings.files_dir.value != settings.jars_dir.value {
         dirs.push(settings.files_dir.value.clone());
     }
-    let unused_pins = settings
+    let unused_pins: Vec<String> = settings
         .checksums
         .iter()
         .flat_map(|pins| pins.value.keys())
         .filter(|key| !matched_pins.contains(*key))
         .map(str::to_owned)
         .collect();
+    if settings.require_pins {
+        require_pins(&unpinned, &unused_pins, &mut problems);
+    }
     let plan = Plan {
         reserved: reserved
             .iter()
@@ -281,6 +292,36 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             problems,
             partial: plan,
         })
+    }
+}
+
+/// How many of each kind of `--require-pins` problem are listed one by one.
+const LISTED: usize = 20;
+
+/// `--require-pins`: every artifact pinned, every pin used.
+fn require_pins(unpinned: &[String], unused: &[String], problems: &mut Vec<String>) {
+    for shown in unpinned.iter().take(LISTED) {
+        problems.push(format!(
+            "--require-pins: {shown} is not pinned: add its sha256 to --checksums (`sha256sum` output, keyed by its name or URI), fetch a lock written by `spark-localizer resolve --lock`, or name the oci:// image by digest"
+        ));
+    }
+    if unpinned.len() > LISTED {
+        problems.push(format!(
+            "--require-pins: and {} more artifacts not pinned",
+            unpinned.len() - LISTED
+        ));
+    }
+    for key in unused.iter().take(LISTED) {
+        problems.push(format!(
+            "--require-pins: the pin of {} matches no artifact: remove it, or correct its name or URI",
+            crate::util::redact::redact_url(key)
+        ));
+    }
+    if unused.len() > LISTED {
+        problems.push(format!(
+            "--require-pins: and {} more pins that match no artifact",
+            unused.len() - LISTED
+        ));
     }
 }
 

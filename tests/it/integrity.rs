@@ -215,3 +215,82 @@ fn a_resumed_range_running_past_the_announced_size_fails_at_once() {
     assert!(!sb.jar("a.jar").exists(), "an oversized body was published");
     assert!(sb.leftovers().is_empty(), "{:?}", sb.leftovers());
 }
+
+/// `--require-pins`: an artifact no pin covers, and a pin that covers nothing,
+/// are each a configuration error naming it, before any request; with every
+/// artifact pinned (by name or by URI) the same fetch goes through.
+#[test]
+fn require_pins_refuses_an_unpinned_artifact_and_a_stray_pin_before_any_request() {
+    let server = FaultServer::start();
+    let (a, b) = (data(11, 10_000), data(12, 20_000));
+    server.put("/a.jar", a.clone());
+    server.put("/b.jar", b.clone());
+    let jars = format!("{},{}", server.url("/a.jar"), server.url("/b.jar"));
+    let sb = Sandbox::new();
+    let stray = format!("{}  gone.jar\n", sha256_hex(b"gone"));
+    let partial = sb.write("partial", format!("{}  a.jar\n{stray}", sha256_hex(&a)));
+    let out = sb
+        .fetch()
+        .args(["--jars", &jars, "--require-pins"])
+        .arg("--checksums")
+        .arg(&partial)
+        .run();
+    out.expect_code(2)
+        .expect_stderr(&format!(
+            "--require-pins: {} (--jars) is not pinned",
+            server.url("/b.jar")
+        ))
+        .expect_stderr("--require-pins: the pin of gone.jar matches no artifact");
+    assert!(
+        !out.stderr
+            .contains(&format!("{} (--jars) is not pinned", server.url("/a.jar"))),
+        "{out}"
+    );
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+    assert!(!sb.jar("a.jar").exists() && !sb.jar("b.jar").exists());
+    let term = sb.term_log_text().expect("termination log");
+    assert!(term.contains("--require-pins"), "{term}");
+    // `check` says the same, and so does the env twin.
+    let out = sb
+        .check()
+        .args(["--jars", &jars])
+        .env("SPARK_LOCALIZER_REQUIRE_PINS", "true")
+        .arg("--checksums")
+        .arg(&partial)
+        .run();
+    out.expect_code(2).expect_stderr("is not pinned");
+    // Without the flag the stray pin is a warning and b.jar is fetched unpinned.
+    sb.fetch()
+        .args(["--jars", &jars])
+        .arg("--checksums")
+        .arg(&partial)
+        .run()
+        .expect_code(0)
+        .expect_stderr("which no artifact matches");
+
+    let sb = Sandbox::new();
+    let whole = sb.write(
+        "whole",
+        format!(
+            "{}  a.jar\n{} *{}\n",
+            sha256_hex(&a),
+            sha256_hex(&b),
+            server.url("/b.jar")
+        ),
+    );
+    sb.fetch()
+        .args(["--jars", &jars])
+        .env("SPARK_LOCALIZER_REQUIRE_PINS", "1")
+        .arg("--checksums")
+        .arg(&whole)
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), a);
+    assert_eq!(std::fs::read(sb.jar("b.jar")).unwrap(), b);
+    // `resolve` writes pins; it does not take the flag silently.
+    sb.resolve()
+        .args(["--packages", "org.example:a:1", "--require-pins"])
+        .run()
+        .expect_code(2)
+        .expect_stderr("--require-pins is for fetch and check");
+}

@@ -324,6 +324,44 @@ fn resolve_writes_a_lock_that_fetch_fetches_exactly() {
     );
     let out = sb.fetch().args(["--lock", &s(&lock)]).run();
     out.expect_code(0).expect_stderr("8 kept");
+    // A lock pins every jar it fetches: --require-pins is satisfied by it, and
+    // refuses the same packages resolved without one (the repository's .sha1
+    // files are not pins), naming the jars, before any jar is fetched.
+    let pinned = Sandbox::new();
+    pinned
+        .fetch()
+        .args(["--lock", &s(&lock), "--require-pins"])
+        .run()
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read(pinned.jar("org.eclipse.sisu_org.eclipse.sisu.plexus-0.3.4.jar")).unwrap(),
+        std::fs::read(&plexus).unwrap()
+    );
+    let unpinned = Sandbox::new();
+    let before = repo.access_log().len();
+    let out = unpinned
+        .fetch()
+        .args([
+            "--packages",
+            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+            "--repositories",
+            &root,
+            "--only-repositories",
+            "--require-pins",
+        ])
+        .run();
+    out.expect_code(2)
+        .expect_stderr("org.eclipse.sisu.plexus-0.3.4.jar (--packages) is not pinned");
+    assert!(
+        repo.access_log()[before..]
+            .iter()
+            .all(|l| !l.contains(".jar ")),
+        "a jar was fetched: {:?}",
+        &repo.access_log()[before..]
+    );
+    assert!(!unpinned
+        .jar("org.eclipse.sisu_org.eclipse.sisu.plexus-0.3.4.jar")
+        .exists());
 
     // A jar that is not what was locked fails its pin; nothing is published.
     let first_pin = text

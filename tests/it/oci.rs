@@ -792,6 +792,39 @@ fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
     assert_eq!(a["oci"]["digest"], index_digest);
     assert_eq!(a["oci"]["platform_digest"], native_digest);
 
+    // A tag pins nothing for --require-pins (it can move); a digest does.
+    let strict = Sandbox::new();
+    let out = strict
+        .fetch()
+        .args([
+            "--jars",
+            &format!("oci://{host}/multi/app:2"),
+            "--require-pins",
+        ])
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .arg("--registry-auth")
+        .arg(&auth)
+        .run();
+    out.expect_code(2).expect_stderr(&format!(
+        "oci://{host}/multi/app:2#native.jar (--jars) is not pinned"
+    ));
+    assert!(!strict.jar("native.jar").exists());
+    strict
+        .fetch()
+        .args([
+            "--jars",
+            &format!("oci://{host}/multi/app@{index_digest}"),
+            "--require-pins",
+        ])
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .arg("--registry-auth")
+        .arg(&auth)
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(strict.jar("native.jar")).unwrap(), native);
+
     // By digest: the platform manifest directly.
     let pinned = Sandbox::new();
     run(&pinned, &format!("oci://{host}/multi/app@{other_digest}")).expect_code(0);
