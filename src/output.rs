@@ -239,7 +239,7 @@ pub(crate) fn termination_text(headline: &str, failures: &[String]) -> String {
                 return out;
             }
             out.push_str(&format!(
-                "… and {} more (see the report)\n",
+                "… and {} more (see the log)\n",
                 failures.len() - i
             ));
             return out;
@@ -310,7 +310,7 @@ mod tests {
             .collect();
         let t = termination_text("3 of 500 failed", &failures);
         assert!(t.len() <= TERMINATION_LIMIT);
-        assert!(t.contains("more (see the report)"));
+        assert!(t.contains("more (see the log)"));
     }
 }
 

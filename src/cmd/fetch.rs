@@ -249,11 +249,15 @@ fn plannable(settings: &mut Settings) -> bool {
     ] {
         list.retain(|d| !crate::cmd::oci::is_oci(&d.uri));
     }
+    // What pins the oci:// layers and the packages' jars is judged once they
+    // are known.
+    let require_pins = std::mem::take(&mut settings.require_pins);
     // The sources too: a bucket's or cluster's configuration is checked offline.
     let ok = plan::build(settings).is_ok_and(|plan| {
         let mut problems = Problems::default();
         build_sources(settings, &plan, &mut problems).is_some() && problems.is_empty()
     });
+    settings.require_pins = require_pins;
     [settings.jars, settings.files, settings.archives] = lists;
     ok
 }

@@ -221,6 +221,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
     let mut matched_pins = std::collections::HashSet::new();
     // Display URIs of the artifacts nothing the user trusts pins.
     let mut unpinned = Vec::new();
+    let mut twice = Vec::new();
     for (kind, declared, dir) in lists {
         let real_dir = resolved(dir);
         let declared = globs::expand(declared, &mut problems);
@@ -239,12 +240,22 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         a.display_uri = layer.display_uri.clone();
                     }
                     // local:// files are in the image: checked in place when pinned.
-                    let pin = pin_of(&pins, &d.uri, &a);
-                    let mut pinned = pin.is_some();
-                    if let Some((key, digest)) = pin {
-                        matched_pins.insert(key);
-                        a.pin = Some(digest);
+                    let found = pins_of(&pins, &d.uri, &a);
+                    let mut pinned = !found.is_empty();
+                    if let Some((first, digest)) = found.first() {
+                        a.pin = Some(*digest);
+                        // Every key that pins it is used; two digests for one
+                        // artifact are a mistake in the pins.
+                        if let Some((other, _)) = found.iter().find(|(_, d)| d != digest) {
+                            twice.push(format!(
+                                "{} is pinned to two digests, by {} and by {}: keep one",
+                                a.display_uri,
+                                crate::util::redact::redact_url(first),
+                                crate::util::redact::redact_url(other)
+                            ));
+                        }
                     }
+                    matched_pins.extend(found.into_iter().map(|(key, _)| key));
                     if let Some(layer) = settings.oci.layers.get(&d.uri) {
                         pin_layer(&mut a, layer);
                         // A tag's layer digests are only what the tag names today.
@@ -275,6 +286,11 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
         .collect();
     if settings.require_pins {
         require_pins(&unpinned, &unused_pins, &mut problems);
+        problems.extend(twice.into_iter().map(|t| format!("--require-pins: {t}")));
+    } else {
+        for t in twice {
+            tracing::warn!("--checksums: {t}; the first applies");
+        }
     }
     let plan = Plan {
         reserved: reserved
@@ -435,18 +451,19 @@ fn collision_fix(a: &Artifact, first: &Artifact) -> String {
 /// one URI match.
 struct UrlPins<'a> {
     pins: Option<&'a crate::config::checksums::Checksums>,
-    normalized: HashMap<String, &'a str>,
+    normalized: HashMap<String, Vec<&'a str>>,
 }
 
 impl<'a> UrlPins<'a> {
     fn new(settings: &'a Settings) -> Self {
         let pins = settings.checksums.as_ref().map(|c| &c.value);
-        let normalized = pins
-            .into_iter()
-            .flat_map(|p| p.keys())
-            .filter(|key| key.contains("://"))
-            .filter_map(|key| Some((normalize(&Url::parse(key).ok()?), key)))
-            .collect();
+        let mut normalized: HashMap<String, Vec<&str>> = HashMap::new();
+        // `file:/path` as Spark writes it is a URI key too.
+        for key in pins.into_iter().flat_map(|p| p.keys()) {
+            if let Some(url) = key.contains(':').then(|| Url::parse(key).ok()).flatten() {
+                normalized.entry(normalize(&url)).or_default().push(key);
+            }
+        }
         UrlPins { pins, normalized }
     }
 }
@@ -464,44 +481,61 @@ fn normalize(url: &Url) -> String {
     url.to_string()
 }
 
-/// The pin of an artifact and the key that matched. URI keys win over name keys;
-/// a URI key may be spelled differently and may leave out the userinfo (pins
-/// live in ConfigMaps, credentials do not).
-fn pin_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Option<(String, [u8; 32])> {
-    let all = pins.pins?;
+/// Every pin of an artifact with the key that matched, the one that applies
+/// first. URI keys win over name keys; a URI key may be spelled differently and
+/// may leave out the userinfo (pins live in ConfigMaps, credentials do not).
+fn pins_of(pins: &UrlPins, declared: &str, a: &Artifact) -> Vec<(String, [u8; 32])> {
+    let Some(all) = pins.pins else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, [u8; 32])> = Vec::new();
+    let mut add = |key: &str, digest: [u8; 32]| {
+        if !found.iter().any(|(k, _)| k == key) {
+            found.push((key.to_owned(), digest));
+        }
+    };
     let mut bare = a.uri.clone();
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
     // An oci:// layer is pinned as the report names it: REFERENCE#TITLE.
-    let oci_key = (a.scheme == Scheme::Oci)
-        .then(|| {
-            all.lookup_key(&a.display_uri, "").or_else(|| {
-                // The scheme and registry in any case; the rest (tag, title) exactly.
-                let split = |u: &str| {
-                    let rest = u.get(6..)?;
-                    let at = rest.find('/')?;
-                    Some((u[..6 + at].to_ascii_lowercase(), rest[at..].to_owned()))
-                };
-                let wanted = split(&a.display_uri)?;
-                all.keys()
-                    .find(|k| split(k).as_ref() == Some(&wanted))
-                    .and_then(|k| all.lookup_key(k, ""))
-            })
-        })
-        .flatten();
-    let by_uri = oci_key
-        .or_else(|| all.lookup_key(declared, ""))
-        .map(|(key, digest)| (key.to_owned(), digest))
-        .or_else(|| {
-            [normalize(&a.uri), normalize(&bare)].iter().find_map(|n| {
-                let key = *pins.normalized.get(n)?;
-                Some((key.to_owned(), all.lookup(key, "")?))
-            })
+    if a.scheme == Scheme::Oci {
+        let oci_key = all.lookup_key(&a.display_uri, "").or_else(|| {
+            // The scheme and registry in any case; the rest (tag, title) exactly.
+            let split = |u: &str| {
+                let rest = u.get(6..)?;
+                let at = rest.find('/')?;
+                Some((u[..6 + at].to_ascii_lowercase(), rest[at..].to_owned()))
+            };
+            let wanted = split(&a.display_uri)?;
+            all.keys()
+                .find(|k| split(k).as_ref() == Some(&wanted))
+                .and_then(|k| all.lookup_key(k, ""))
         });
-    by_uri.or_else(|| {
-        all.lookup_key("", &a.name)
-            .map(|(key, digest)| (key.to_owned(), digest))
-    })
+        if let Some((key, digest)) = oci_key {
+            add(key, digest);
+        }
+    }
+    if let Some((key, digest)) = all.lookup_key(declared, "") {
+        add(key, digest);
+    }
+    let mut spellings = vec![normalize(&a.uri), normalize(&bare)];
+    if let Ok(mut url) = Url::parse(declared) {
+        spellings.push(normalize(&url));
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        spellings.push(normalize(&url));
+    }
+    for spelling in &spellings {
+        for key in pins.normalized.get(spelling).into_iter().flatten() {
+            if let Some(digest) = all.lookup(key, "") {
+                add(key, digest);
+            }
+        }
+    }
+    if let Some((key, digest)) = all.lookup_key("", &a.name) {
+        add(key, digest);
+    }
+    found
 }
 
 /// A layer of an `oci://` reference: shown as the user wrote it, pinned to its

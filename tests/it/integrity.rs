@@ -287,6 +287,48 @@ fn require_pins_refuses_an_unpinned_artifact_and_a_stray_pin_before_any_request(
         .expect_code(0);
     assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), a);
     assert_eq!(std::fs::read(sb.jar("b.jar")).unwrap(), b);
+    // Two keys for one artifact both count as used; two digests for it are
+    // refused; Spark's `file:/path` spelling pins `file:///path`.
+    let local = sb.write("c.jar", b"local bytes");
+    let both = sb.write(
+        "both",
+        format!(
+            "{a_sum}  a.jar\n{a_sum}  {a_url}\n{b_sum}  {b_url}\n{c_sum}  file:{c}\n",
+            a_sum = sha256_hex(&a),
+            a_url = server
+                .url("/a.jar")
+                .to_uppercase()
+                .replace("/A.JAR", "/a.jar"),
+            b_sum = sha256_hex(&b),
+            b_url = server.url("/b.jar"),
+            c_sum = sha256_hex(b"local bytes"),
+            c = local.display()
+        ),
+    );
+    let with_local = format!("{jars},file://{}", local.display());
+    sb.check()
+        .args(["--jars", &with_local, "--require-pins"])
+        .arg("--checksums")
+        .arg(&both)
+        .run()
+        .expect_code(0);
+    let conflict = sb.write(
+        "conflict",
+        format!(
+            "{}  a.jar\n{}  {}\n{}  b.jar\n",
+            sha256_hex(&a),
+            sha256_hex(b"other"),
+            server.url("/a.jar"),
+            sha256_hex(&b)
+        ),
+    );
+    sb.check()
+        .args(["--jars", &jars, "--require-pins"])
+        .arg("--checksums")
+        .arg(&conflict)
+        .run()
+        .expect_code(2)
+        .expect_stderr("is pinned to two digests");
     // `resolve` writes pins; it does not take the flag silently.
     sb.resolve()
         .args(["--packages", "org.example:a:1", "--require-pins"])

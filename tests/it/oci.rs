@@ -824,6 +824,25 @@ fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
         .run()
         .expect_code(0);
     assert_eq!(std::fs::read(strict.jar("native.jar")).unwrap(), native);
+    // A tag whose layer a --checksums line pins (by its title) is pinned.
+    let titled = Sandbox::new();
+    let pins = titled.write("pins", format!("{}  native.jar\n", sha256_hex(&native)));
+    titled
+        .fetch()
+        .args([
+            "--jars",
+            &format!("oci://{host}/multi/app:2"),
+            "--require-pins",
+        ])
+        .arg("--checksums")
+        .arg(&pins)
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .arg("--registry-auth")
+        .arg(&auth)
+        .run()
+        .expect_code(0);
+    assert_eq!(std::fs::read(titled.jar("native.jar")).unwrap(), native);
 
     // By digest: the platform manifest directly.
     let pinned = Sandbox::new();
