@@ -285,8 +285,20 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
         .map(str::to_owned)
         .collect();
     if settings.require_pins {
-        require_pins(&unpinned, &unused_pins, &mut problems);
-        problems.extend(twice.into_iter().map(|t| format!("--require-pins: {t}")));
+        // Pins of oci:// layers and of packages' jars are judged once those are
+        // known: not on a plan made without them (another problem stopped it).
+        let strays = if unresolved(settings) {
+            &[][..]
+        } else {
+            &unused_pins[..]
+        };
+        require_pins(&unpinned, strays, &mut problems);
+        listed(
+            &twice,
+            |t| format!("--require-pins: {t}"),
+            |more| format!("--require-pins: and {more} more artifacts pinned to two digests"),
+            &mut problems,
+        );
     } else {
         for t in twice {
             tracing::warn!("--checksums: {t}; the first applies");
@@ -316,29 +328,60 @@ const LISTED: usize = 20;
 
 /// `--require-pins`: every artifact pinned, every pin used.
 fn require_pins(unpinned: &[String], unused: &[String], problems: &mut Vec<String>) {
-    for shown in unpinned.iter().take(LISTED) {
-        problems.push(format!(
+    listed(
+        unpinned,
+        |shown| {
+            format!(
             "--require-pins: {shown} is not pinned: add its sha256 to --checksums (`sha256sum` output, keyed by its name or URI), fetch a lock written by `spark-localizer resolve --lock`, or name the oci:// image by digest"
-        ));
-    }
-    if unpinned.len() > LISTED {
-        problems.push(format!(
-            "--require-pins: and {} more artifacts not pinned",
-            unpinned.len() - LISTED
-        ));
-    }
-    for key in unused.iter().take(LISTED) {
-        problems.push(format!(
+        )
+        },
+        |more| format!("--require-pins: and {more} more artifacts not pinned"),
+        problems,
+    );
+    listed(
+        unused,
+        |key| {
+            format!(
             "--require-pins: the pin of {} matches no artifact: remove it, or correct its name or URI",
             crate::util::redact::redact_url(key)
-        ));
+        )
+        },
+        |more| format!("--require-pins: and {more} more pins that match no artifact"),
+        problems,
+    );
+}
+
+/// The first [`LISTED`] of `items` as problems, then how many more.
+fn listed(
+    items: &[String],
+    one: impl Fn(&str) -> String,
+    more: impl Fn(usize) -> String,
+    problems: &mut Vec<String>,
+) {
+    problems.extend(items.iter().take(LISTED).map(|i| one(i)));
+    if items.len() > LISTED {
+        problems.push(more(items.len() - LISTED));
     }
-    if unused.len() > LISTED {
-        problems.push(format!(
-            "--require-pins: and {} more pins that match no artifact",
-            unused.len() - LISTED
-        ));
-    }
+}
+
+/// Whether the settings still hold `oci://` references or packages that were
+/// not resolved into artifacts (planning stopped before them).
+fn unresolved(settings: &Settings) -> bool {
+    let declared = || {
+        [&settings.jars, &settings.files, &settings.archives]
+            .into_iter()
+            .flatten()
+    };
+    let oci = declared().any(|d| {
+        d.uri
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
+            && !settings.oci.layers.contains_key(&d.uri)
+    });
+    let packages = settings.packages.request.is_some()
+        && settings.packages.lock.is_none()
+        && !declared().any(|d| d.origin == settings.packages.origin);
+    oci || packages
 }
 
 /// Checks where the artifacts go, and returns the reserved paths (the tool's own
@@ -477,6 +520,11 @@ fn normalize(url: &Url) -> String {
     // them only for http(s) and file).
     if let Some(host) = url.host_str().map(str::to_ascii_lowercase) {
         let _ = url.set_host(Some(&host));
+    }
+    // `local:/p` and `local:///p` are one path (the parser makes the
+    // second form only for the schemes it knows, such as file:).
+    if url.host_str().unwrap_or("").is_empty() && url.path().starts_with('/') {
+        return format!("{}://{}", url.scheme(), &url[url::Position::BeforePath..]);
     }
     url.to_string()
 }

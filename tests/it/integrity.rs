@@ -305,7 +305,14 @@ fn require_pins_refuses_an_unpinned_artifact_and_a_stray_pin_before_any_request(
             c = local.display()
         ),
     );
-    let with_local = format!("{jars},file://{}", local.display());
+    let with_local = format!("{jars},local://{}", local.display());
+    let both = sb.write(
+        "both-local",
+        std::fs::read_to_string(&both).unwrap().replace(
+            &format!("file:{}", local.display()),
+            &format!("local:{}", local.display()),
+        ),
+    );
     sb.check()
         .args(["--jars", &with_local, "--require-pins"])
         .arg("--checksums")

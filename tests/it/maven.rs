@@ -352,6 +352,37 @@ fn resolve_writes_a_lock_that_fetch_fetches_exactly() {
         .run();
     out.expect_code(2)
         .expect_stderr("org.eclipse.sisu.plexus-0.3.4.jar (--packages) is not pinned");
+    // With another problem in the way the packages are not resolved: their
+    // pins are not called stray for it.
+    let names_pinned = unpinned.write(
+        "names",
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                format!(
+                    "{}\n",
+                    l.split_whitespace().take(2).collect::<Vec<_>>().join("  ")
+                )
+            })
+            .collect::<String>(),
+    );
+    let out = unpinned
+        .fetch()
+        .args([
+            "--packages",
+            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+            "--repositories",
+            &root,
+            "--only-repositories",
+            "--require-pins",
+            "--jars",
+            "htp:/bad.jar",
+        ])
+        .arg("--checksums")
+        .arg(&names_pinned)
+        .run();
+    out.expect_code(2).expect_stderr("htp:/bad.jar");
+    assert!(!out.stderr.contains("matches no artifact"), "{out}");
     assert!(
         repo.access_log()[before..]
             .iter()
