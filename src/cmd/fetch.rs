@@ -102,7 +102,7 @@ pub(crate) async fn prepare(
     let resolves = (settings.packages.request.is_some() && settings.packages.lock.is_none())
         || [&settings.jars, &settings.files, &settings.archives]
             .iter()
-            .any(|list| list.iter().any(|d| crate::cmd::oci::is_oci(&d.uri)));
+            .any(|list| list.iter().any(|d| crate::oci::is_oci(&d.uri)));
     let plannable = if problems.is_empty() && resolves {
         let (checked, ok) = planning(settings, cancel, |mut settings| {
             let ok = plannable(&mut settings);
@@ -247,7 +247,7 @@ fn plannable(settings: &mut Settings) -> bool {
         &mut settings.files,
         &mut settings.archives,
     ] {
-        list.retain(|d| !crate::cmd::oci::is_oci(&d.uri));
+        list.retain(|d| !crate::oci::is_oci(&d.uri));
     }
     // What pins the oci:// layers and the packages' jars is judged once they
     // are known.

@@ -14,7 +14,7 @@ use crate::cmd::exit::ExitCode;
 use crate::config::{Declared, Problems, Settings};
 use crate::fault::{FaultKind, SourceError};
 use crate::oci::auth::AuthFile;
-use crate::oci::{Pinned, Reference, Registry, Resolved};
+use crate::oci::{is_oci, Pinned, Reference, Registry, Resolved};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::source::oci::OciSource;
 use crate::util::redact::redact_url;
@@ -131,12 +131,6 @@ fn named(refs: &[(List, usize, Reference)]) -> String {
         names.push(format!("{more} more"));
     }
     names.join(", ")
-}
-
-/// Whether `uri` is an `oci://` reference (any case of the scheme).
-pub(crate) fn is_oci(uri: &str) -> bool {
-    uri.get(..6)
-        .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
 }
 
 fn lists(settings: &Settings) -> [(List, &Vec<Declared>); 3] {

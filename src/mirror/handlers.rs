@@ -432,20 +432,18 @@ async fn pump(
     // The whole file, mapped once the transfer is done (it is final then).
     let mut mapped: Option<Bytes> = None;
     let attempt = fill.restarts();
-    let failed = |why: String| Err(io::Error::other(why));
+    // Started over since this answer began: whatever the state says now is
+    // another attempt's (a pass-through would resume it from our offset).
+    let started_over = || fill.restarts() != attempt;
     loop {
         let current = state.borrow_and_update().clone();
-        // Started over since this answer began: whatever the state says now is
-        // another attempt's (a pass-through would resume it from our offset).
-        if fill.restarts() != attempt {
-            let _ = tx.send(failed("the transfer started over".into())).await;
-            return;
+        if started_over() {
+            return cut(&tx, "the transfer started over").await;
         }
         let available = match &current {
             FillState::Starting => 0,
             FillState::Streaming { written, .. } if *written < at => {
-                let _ = tx.send(failed("the transfer started over".into())).await;
-                return;
+                return cut(&tx, "the transfer started over").await;
             }
             // The last byte waits for the digest; before it, what is written.
             FillState::Streaming { written, size } if size.is_some_and(|s| *written < s) => {
@@ -454,8 +452,7 @@ async fn pump(
             FillState::Streaming { written, .. } => written.saturating_sub(1),
             FillState::Done { sha256, .. } if expected.as_ref().is_some_and(|e| e != sha256) => {
                 warn!(uri = %redact_url(&fill.uri), "mirror: the origin's bytes are not the sha256 asked for; the answer is cut short");
-                let _ = tx.send(failed("digest mismatch".into())).await;
-                return;
+                return cut(&tx, "digest mismatch").await;
             }
             FillState::Done { size, .. } => *size,
             FillState::PassThrough { written, .. } if at < *written => *written,
@@ -468,35 +465,29 @@ async fn pump(
                 passed.run(&mirror, &fill, &tx).await;
                 return;
             }
-            FillState::Failed(message) => {
-                let _ = tx.send(failed(message.clone())).await;
-                return;
-            }
+            FillState::Failed(message) => return cut(&tx, message).await,
         };
         // The transfer announces whole chunks (a wake-up per network chunk
         // would cost more than the bytes): what it announced goes out at once.
-        if at < available {
-            let read = match &current {
-                FillState::Done { .. } => done_bytes(&fill, &mut mapped, at, available),
+        let read = if at >= available {
+            None
+        } else {
+            match &current {
+                FillState::Done { .. } => Some(done_bytes(&fill, &mut mapped, at, available)),
                 _ => match fill.recent(at, available) {
                     // The chunk whose last byte waits for the digest goes whole,
                     // once the digest is known (not a chunk and then one byte).
-                    Some((_, true)) if !matches!(current, FillState::PassThrough { .. }) => {
-                        if state.changed().await.is_err() && !settled_state(&state.borrow()) {
-                            let _ = tx.send(failed("the transfer stopped".into())).await;
-                            return;
-                        }
-                        continue;
-                    }
-                    Some((chunk, _)) => Ok(chunk),
-                    None => read_at(fill.file.clone(), at, (available - at).min(CHUNK)).await,
+                    Some((_, true)) if !matches!(current, FillState::PassThrough { .. }) => None,
+                    Some((chunk, _)) => Some(Ok(chunk)),
+                    None => Some(read_at(fill.file.clone(), at, (available - at).min(CHUNK)).await),
                 },
-            };
+            }
+        };
+        if let Some(read) = read {
             // Bytes of another attempt must not follow ours (the state may
             // not show the start-over when the new attempt overtook it).
-            if fill.restarts() != attempt {
-                let _ = tx.send(failed("the transfer started over".into())).await;
-                return;
+            if started_over() {
+                return cut(&tx, "the transfer started over").await;
             }
             if let Ok(bytes) = &read {
                 mirror.metrics.served_bytes.add(bytes.len() as u64);
@@ -512,10 +503,14 @@ async fn pump(
             return;
         }
         if state.changed().await.is_err() && !settled_state(&state.borrow()) {
-            let _ = tx.send(failed("the transfer stopped".into())).await;
-            return;
+            return cut(&tx, "the transfer stopped").await;
         }
     }
+}
+
+/// Ends an answer's body with an error (the client sees a cut transfer).
+async fn cut(tx: &tokio::sync::mpsc::Sender<io::Result<Bytes>>, why: &str) {
+    let _ = tx.send(Err(io::Error::other(why.to_owned()))).await;
 }
 
 /// Up to a chunk of a finished transfer's file from `at`, from a mapping of the

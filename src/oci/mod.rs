@@ -11,6 +11,12 @@ pub(crate) mod reference;
 pub(crate) use client::{Registry, Resolved};
 pub(crate) use reference::Reference;
 
+/// Whether `uri` is an `oci://` reference (any case of the scheme).
+pub(crate) fn is_oci(uri: &str) -> bool {
+    uri.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
+}
+
 /// One layer of a resolved `oci://` reference, as the plan pins it and the
 /// report records it.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -372,12 +372,8 @@ fn unresolved(settings: &Settings) -> bool {
             .into_iter()
             .flatten()
     };
-    let oci = declared().any(|d| {
-        d.uri
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("oci://"))
-            && !settings.oci.layers.contains_key(&d.uri)
-    });
+    let oci =
+        declared().any(|d| crate::oci::is_oci(&d.uri) && !settings.oci.layers.contains_key(&d.uri));
     let packages = settings.packages.request.is_some()
         && settings.packages.lock.is_none()
         && !declared().any(|d| d.origin == settings.packages.origin);

@@ -339,17 +339,15 @@ fn resolve_writes_a_lock_that_fetch_fetches_exactly() {
     );
     let unpinned = Sandbox::new();
     let before = repo.access_log().len();
-    let out = unpinned
-        .fetch()
-        .args([
-            "--packages",
-            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
-            "--repositories",
-            &root,
-            "--only-repositories",
-            "--require-pins",
-        ])
-        .run();
+    let strict_packages = [
+        "--packages",
+        "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+        "--repositories",
+        &root,
+        "--only-repositories",
+        "--require-pins",
+    ];
+    let out = unpinned.fetch().args(strict_packages).run();
     out.expect_code(2)
         .expect_stderr("org.eclipse.sisu.plexus-0.3.4.jar (--packages) is not pinned");
     // With another problem in the way the packages are not resolved: their
@@ -368,16 +366,8 @@ fn resolve_writes_a_lock_that_fetch_fetches_exactly() {
     );
     let out = unpinned
         .fetch()
-        .args([
-            "--packages",
-            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
-            "--repositories",
-            &root,
-            "--only-repositories",
-            "--require-pins",
-            "--jars",
-            "htp:/bad.jar",
-        ])
+        .args(strict_packages)
+        .args(["--jars", "htp:/bad.jar"])
         .arg("--checksums")
         .arg(&names_pinned)
         .run();

@@ -74,13 +74,7 @@ impl Mirror {
 
     /// (status, body bytes) of a plain HTTP/1.1 request.
     fn request_bytes(&self, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        write!(
-            stream,
-            "{method} {path_and_query} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-            self.addr
-        )
-        .unwrap();
+        let mut stream = send_request(&self.addr, method, path_and_query);
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
         let split = raw
@@ -1130,6 +1124,18 @@ fn dechunk(raw: &[u8]) -> Vec<u8> {
     }
 }
 
+/// A connection to `addr` that has sent a plain HTTP/1.1 request (no body,
+/// `Connection: close`); the caller reads the answer at its own pace.
+fn send_request(addr: &str, method: &str, path_and_query: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path_and_query} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    stream
+}
+
 /// Reads an HTTP/1.1 answer's head from `stream`: the status, whether the body
 /// is chunked, and the bytes of the body that came with the head.
 fn read_head(stream: &mut TcpStream) -> (u16, bool, Vec<u8>) {
@@ -1167,25 +1173,14 @@ fn a_joiner_that_falls_behind_a_transfer_gets_every_byte_in_order() {
     for (name, body) in [("/sized.jar", &sized), ("/unsized.jar", &no_size)] {
         let before = mirror.metrics()["origin_bytes_total"];
         let path = format!("/v1/fetch?uri={}", urlencode(&origin.url(name)));
-        let mut lagging = TcpStream::connect(&mirror.addr).unwrap();
-        write!(
-            lagging,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            mirror.addr
-        )
-        .unwrap();
+        let mut lagging = send_request(&mirror.addr, "GET", &path);
         let (status, chunked, mut got) = read_head(&mut lagging);
         assert_eq!(status, 200, "{name}");
         let keeping_up = {
             let mirror_addr = mirror.addr.clone();
             let path = path.clone();
             std::thread::spawn(move || {
-                let mut stream = TcpStream::connect(&mirror_addr).unwrap();
-                write!(
-                    stream,
-                    "GET {path} HTTP/1.1\r\nHost: {mirror_addr}\r\nConnection: close\r\n\r\n"
-                )
-                .unwrap();
+                let mut stream = send_request(&mirror_addr, "GET", &path);
                 let (status, chunked, mut body) = read_head(&mut stream);
                 stream.read_to_end(&mut body).unwrap();
                 (status, if chunked { dechunk(&body) } else { body })
@@ -1246,13 +1241,7 @@ fn an_answer_stuck_behind_a_slow_client_is_cut_when_its_transfer_starts_over() {
         ],
     );
     let path = format!("/v1/fetch?uri={}", urlencode(&origin.url("/x.jar")));
-    let mut stuck = TcpStream::connect(&mirror.addr).unwrap();
-    write!(
-        stuck,
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        mirror.addr
-    )
-    .unwrap();
+    let mut stuck = send_request(&mirror.addr, "GET", &path);
     let (status, chunked, mut got) = read_head(&mut stuck);
     assert_eq!((status, chunked), (200, false));
     // The start-over and the new version's pass-through have happened.

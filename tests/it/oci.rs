@@ -777,14 +777,17 @@ fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
         &index,
     );
     let host = registry.host();
-    let run = |sb: &Sandbox, uri: &str| {
+    let run_with = |sb: &Sandbox, uri: &str, extra: &[&std::ffi::OsStr]| {
         sb.fetch()
             .args(["--jars", uri, "--ca-cert"])
             .arg(registry.ca_file())
             .arg("--registry-auth")
             .arg(&auth)
+            .args(extra)
             .run()
     };
+    let run = |sb: &Sandbox, uri: &str| run_with(sb, uri, &[]);
+    let strictly = [std::ffi::OsStr::new("--require-pins")];
     run(&sb, &format!("oci://{host}/multi/app:2")).expect_code(0);
     assert_eq!(std::fs::read(sb.jar("native.jar")).unwrap(), native);
     assert!(!sb.jar("other.jar").exists());
@@ -794,54 +797,27 @@ fn oci_an_index_gives_the_running_platforms_manifest_and_digests_pin_it() {
 
     // A tag pins nothing for --require-pins (it can move); a digest does.
     let strict = Sandbox::new();
-    let out = strict
-        .fetch()
-        .args([
-            "--jars",
-            &format!("oci://{host}/multi/app:2"),
-            "--require-pins",
-        ])
-        .arg("--ca-cert")
-        .arg(registry.ca_file())
-        .arg("--registry-auth")
-        .arg(&auth)
-        .run();
+    let out = run_with(&strict, &format!("oci://{host}/multi/app:2"), &strictly);
     out.expect_code(2).expect_stderr(&format!(
         "oci://{host}/multi/app:2#native.jar (--jars) is not pinned"
     ));
     assert!(!strict.jar("native.jar").exists());
-    strict
-        .fetch()
-        .args([
-            "--jars",
-            &format!("oci://{host}/multi/app@{index_digest}"),
-            "--require-pins",
-        ])
-        .arg("--ca-cert")
-        .arg(registry.ca_file())
-        .arg("--registry-auth")
-        .arg(&auth)
-        .run()
-        .expect_code(0);
+    run_with(
+        &strict,
+        &format!("oci://{host}/multi/app@{index_digest}"),
+        &strictly,
+    )
+    .expect_code(0);
     assert_eq!(std::fs::read(strict.jar("native.jar")).unwrap(), native);
     // A tag whose layer a --checksums line pins (by its title) is pinned.
     let titled = Sandbox::new();
     let pins = titled.write("pins", format!("{}  native.jar\n", sha256_hex(&native)));
-    titled
-        .fetch()
-        .args([
-            "--jars",
-            &format!("oci://{host}/multi/app:2"),
-            "--require-pins",
-        ])
-        .arg("--checksums")
-        .arg(&pins)
-        .arg("--ca-cert")
-        .arg(registry.ca_file())
-        .arg("--registry-auth")
-        .arg(&auth)
-        .run()
-        .expect_code(0);
+    run_with(
+        &titled,
+        &format!("oci://{host}/multi/app:2"),
+        &[strictly[0], "--checksums".as_ref(), pins.as_os_str()],
+    )
+    .expect_code(0);
     assert_eq!(std::fs::read(titled.jar("native.jar")).unwrap(), native);
 
     // By digest: the platform manifest directly.
