@@ -64,10 +64,28 @@ pub(crate) enum Command {
     /// Resolve --packages with their dependencies and write a lockfile (--lock, default
     /// stdout) that `fetch --lock` fetches: every jar pinned by sha256.
     Resolve(FetchArgs),
+    /// Localize and verify as `fetch` does, then push the result as an OCI image that pods
+    /// mount as an image volume (no init container); prints its digest reference.
+    Bundle(BundleArgs),
     /// The resource staging server: holds files uploaded by spark-submit for the init containers.
     Stage(StageArgs),
     /// The node-local mirror: each byte leaves the origin once per node.
     Mirror(MirrorArgs),
+}
+
+/// `bundle`: `fetch`'s inputs, where pods mount the image, and where it goes.
+#[derive(Debug, Args)]
+pub(crate) struct BundleArgs {
+    /// Where to push the image: a tag, e.g. oci://registry.example.com/spark/deps:1.
+    #[arg(value_name = "oci://REGISTRY/REPO:TAG")]
+    pub target: String,
+
+    /// Where pods mount the image: the classpath outputs in it name the jars under this path.
+    #[arg(long, env = env::MOUNT_PATH, default_value = "/opt/spark/extra-jars", value_name = "PATH")]
+    pub mount_path: PathBuf,
+
+    #[command(flatten)]
+    pub fetch: FetchArgs,
 }
 
 /// `stage` and its subcommands.
@@ -689,6 +707,7 @@ where
         .mut_subcommand("fetch", hide)
         .mut_subcommand("check", hide)
         .mut_subcommand("resolve", hide)
+        .mut_subcommand("bundle", hide)
         .mut_subcommand("stage", |c| {
             hide(c)
                 .mut_subcommand("serve", hide)

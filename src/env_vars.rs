@@ -61,6 +61,7 @@ pub(crate) const REPOSITORY_CREDENTIALS_DIR: &str = "SPARK_LOCALIZER_REPOSITORY_
 pub(crate) const RESOLUTION: &str = "SPARK_LOCALIZER_RESOLUTION";
 pub(crate) const LOCK: &str = "SPARK_LOCALIZER_LOCK";
 pub(crate) const REQUIRE_PINS: &str = "SPARK_LOCALIZER_REQUIRE_PINS";
+pub(crate) const MOUNT_PATH: &str = "SPARK_LOCALIZER_MOUNT_PATH";
 pub(crate) const MIRROR: &str = "SPARK_LOCALIZER_MIRROR";
 pub(crate) const MIRROR_TIMEOUT: &str = "SPARK_LOCALIZER_MIRROR_TIMEOUT";
 pub(crate) const REGISTRY_AUTH: &str = "SPARK_LOCALIZER_REGISTRY_AUTH";

@@ -617,6 +617,16 @@ fn write_termination(path: Option<&std::path::Path>, text: &str) {
 
 /// Runs `fetch` and returns the exit code.
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogFormat) -> ExitCode {
+    run_until(args, origins, log_format, stop_on_signals()).await
+}
+
+/// [`run`] until `cancel` says stop (the signals are the caller's to watch).
+pub(crate) async fn run_until(
+    args: &FetchArgs,
+    origins: &ArgOrigins,
+    log_format: LogFormat,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> ExitCode {
     let started = Instant::now();
     // The doctor's image is configuration: checked before any traffic.
     let image = match super::doctor::image_dir(args, origins, false) {
@@ -627,7 +637,6 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
             return config_failure(args, &problems, true);
         }
     };
-    let cancel = stop_on_signals();
     let Prepared {
         settings,
         plan,
@@ -667,15 +676,8 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins, log_format: LogF
     };
     let diagnosis = match &image {
         Some(image) if verdict.code == ExitCode::Ok => {
-            doctor(
-                image,
-                &settings,
-                &plan,
-                outcomes,
-                args.doctor_strict,
-                &mut verdict,
-            )
-            .await
+            let strict = args.doctor_strict;
+            doctor(image, &settings, &plan, outcomes, strict, &mut verdict).await
         }
         _ => None,
     };

@@ -9,6 +9,7 @@ use crate::util::redact;
 
 use self::exit::ExitCode;
 
+pub(crate) mod bundle;
 pub(crate) mod check;
 mod deadline;
 mod doctor;
@@ -60,6 +61,7 @@ pub fn main() -> i32 {
             Command::Fetch(args) => fetch::run(args, &origins, cli.log_format).await,
             Command::Check(args) => check::run(args, &origins).await,
             Command::Resolve(args) => resolve::run(args, &origins).await,
+            Command::Bundle(args) => bundle::run(args, &origins, cli.log_format).await,
             Command::Stage(stage_args) => match &stage_args.command {
                 StageCommand::Serve(args) => stage::serve(args).await,
                 StageCommand::Upload(args) => stage::upload(args).await,

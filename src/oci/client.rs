@@ -27,6 +27,9 @@ const MANIFEST_LIMIT: usize = 4 << 20;
 /// Said when the registry refuses the credentials (or has none to use).
 pub(crate) const AUTH_HINT: &str = "give the registry's credentials in a kubernetes.io/dockerconfigjson Secret mounted as --registry-auth (or DOCKER_CONFIG); `check` shows which credential is picked";
 
+/// Makes a request's body (again for each time it is sent).
+pub(crate) type Body<'a> = dyn Fn() -> reqwest::Body + Send + Sync + 'a;
+
 /// A registry client shared by every reference and blob of a run.
 pub(crate) struct Registry {
     client: reqwest::Client,
@@ -93,7 +96,7 @@ impl Registry {
         }
     }
 
-    fn url(&self, registry: &str, repo: &str, tail: &str) -> Result<Url, SourceError> {
+    pub(super) fn url(&self, registry: &str, repo: &str, tail: &str) -> Result<Url, SourceError> {
         let scheme = if self.is_insecure(registry) {
             "http"
         } else {
@@ -236,10 +239,25 @@ impl Registry {
         extra: HeaderMap,
     ) -> Result<Response, SourceError> {
         let url = self.url(registry, repo, tail)?;
+        self.send_to(method, registry, repo, &url, extra, None)
+            .await
+    }
+
+    /// [`Registry::send`] to `url` (of `registry`'s API for `repo`), with the
+    /// body `body` makes (made again for the answer to a challenge).
+    pub(super) async fn send_to(
+        &self,
+        method: Method,
+        registry: &str,
+        repo: &str,
+        url: &Url,
+        extra: HeaderMap,
+        body: Option<&Body<'_>>,
+    ) -> Result<Response, SourceError> {
         let key = format!("{registry} {repo}");
         let cached = self.tokens.lock().expect("token cache").get(&key).cloned();
         let response = self
-            .follow(method.clone(), &url, &extra, cached.as_ref())
+            .follow(method.clone(), url, &extra, cached.as_ref(), body)
             .await?;
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
@@ -257,9 +275,9 @@ impl Registry {
                 )
                 .with_hint(AUTH_HINT)
             })?;
-        let authorization = self.authorize(registry, repo, &challenge).await?;
+        let authorization = self.authorize(registry, repo, &challenge, &method).await?;
         let response = self
-            .follow(method, &url, &extra, Some(&authorization))
+            .follow(method, url, &extra, Some(&authorization), body)
             .await?;
         if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
             self.tokens
@@ -277,6 +295,7 @@ impl Registry {
         registry: &str,
         repo: &str,
         challenge: &Challenge,
+        method: &Method,
     ) -> Result<HeaderValue, SourceError> {
         let credential = self.auth.as_ref().and_then(|f| f.lookup(registry));
         let shown = format!("oci://{registry}/{repo}");
@@ -297,9 +316,15 @@ impl Registry {
                 service,
                 scope,
             } => {
+                // A registry that names no scope gets the one the request needs.
+                let actions = if matches!(*method, Method::GET | Method::HEAD) {
+                    "pull"
+                } else {
+                    "pull,push"
+                };
                 let scope = scope
                     .clone()
-                    .unwrap_or_else(|| format!("repository:{repo}:pull"));
+                    .unwrap_or_else(|| format!("repository:{repo}:{actions}"));
                 self.token(&shown, realm, service.as_deref(), &scope, credential)
                     .await
             }
@@ -433,6 +458,7 @@ impl Registry {
         start: &Url,
         extra: &HeaderMap,
         authorization: Option<&HeaderValue>,
+        body: Option<&Body<'_>>,
     ) -> Result<Response, SourceError> {
         let mut current = start.clone();
         for _ in 0..=MAX_REDIRECTS {
@@ -440,6 +466,9 @@ impl Registry {
                 .client
                 .request(method.clone(), current.clone())
                 .headers(extra.clone());
+            if let Some(body) = body {
+                request = request.body(body());
+            }
             let same_host = current.host_str() == start.host_str()
                 && current.port_or_known_default() == start.port_or_known_default();
             if let Some(value) = authorization.filter(|_| same_host) {
@@ -449,10 +478,14 @@ impl Registry {
                 .build()
                 .map_err(|e| transport_error(start.as_str(), e))?;
             let answer = crate::net::trail::execute(&self.client, request);
-            let response = tokio::time::timeout(self.stall, answer)
-                .await
-                .map_err(|_| self.stalled(current.as_str()))?
-                .map_err(|e| transport_error(&redact_url(current.as_str()), e))?;
+            // An upload is answered once its body is sent: the deadline bounds it.
+            let answer = match body {
+                Some(_) => answer.await,
+                None => tokio::time::timeout(self.stall, answer)
+                    .await
+                    .map_err(|_| self.stalled(current.as_str()))?,
+            };
+            let response = answer.map_err(|e| transport_error(&redact_url(current.as_str()), e))?;
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
             {
                 return Ok(response);

@@ -5,7 +5,9 @@
 
 pub(crate) mod auth;
 pub(crate) mod client;
+pub(crate) mod image;
 pub(crate) mod manifest;
+pub(crate) mod push;
 pub(crate) mod reference;
 
 pub(crate) use client::{Registry, Resolved};

@@ -9,6 +9,7 @@ mod support;
 
 mod archives;
 mod arm64;
+mod bundle;
 mod check;
 mod doctor;
 mod edges;

@@ -187,6 +187,11 @@ impl Sandbox {
         Run::new(self, "resolve").no_dirs()
     }
 
+    /// `spark-localizer bundle` (the fetch flags apply; it lays out in a directory of its own).
+    pub fn bundle(&self) -> Run<'_> {
+        Run::new(self, "bundle").no_dirs()
+    }
+
     /// Writes a helper file (header file, checksums, properties) under the sandbox root.
     pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
         let path = self.root.join(name);

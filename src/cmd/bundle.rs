@@ -1,0 +1,394 @@
+//! `spark-localizer bundle`: localize and verify as `fetch` does, into a
+//! directory of its own, then push what it laid out as a reproducible OCI
+//! image (one layer per jar, file or unpacked archive; a last layer with the
+//! classpath outputs written for `--mount-path`) and print its digest
+//! reference, for pods that mount it as an image volume.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures_util::TryStreamExt as _;
+use tracing::{info, warn};
+
+use crate::cli::{ArgOrigins, BundleArgs, LogFormat};
+use crate::cmd::deadline::Phase;
+use crate::cmd::exit::ExitCode;
+use crate::cmd::fetch::{config_failure, stop_on_signals, stopped};
+use crate::config::{Problems, Settings};
+use crate::fault::{FaultKind, SourceError};
+use crate::layout;
+use crate::oci::auth::AuthFile;
+use crate::oci::image::{self, Content, Layer};
+use crate::oci::{Reference, Registry};
+use crate::output;
+use crate::retry::{Backoff, RetryPolicy};
+
+/// The SBOM `fetch` writes beside its report, carried into the image as is.
+const SBOM_FILE: &str = "spark-localizer-sbom.cdx.json";
+
+/// Runs `bundle` and returns the exit code.
+pub(crate) async fn run(
+    args: &BundleArgs,
+    origins: &ArgOrigins,
+    log_format: LogFormat,
+) -> ExitCode {
+    let mut problems = Problems::default();
+    let target = target(&args.target, &mut problems);
+    let mount = mount_path(&args.mount_path, &mut problems);
+    for (id, flag) in [
+        ("jars_dir", "--jars-dir"),
+        ("files_dir", "--files-dir"),
+        ("classpath_file", "--classpath-file"),
+        ("env_file", "--env-file"),
+    ] {
+        if origins.is_explicit(id) {
+            problems.push_message(format!(
+                "{flag} is not for bundle: it lays the files out in a directory of its own and names them under --mount-path in the image"
+            ));
+        }
+    }
+    let work = match tempfile::Builder::new()
+        .prefix("spark-localizer-bundle.")
+        .tempdir()
+        .and_then(|w| Ok((w.path().canonicalize()?, w)))
+    {
+        Ok(work) => Some(work),
+        Err(e) => {
+            problems.push_message(format!(
+                "cannot make a working directory in {} (TMPDIR): {e}",
+                std::env::temp_dir().display()
+            ));
+            None
+        }
+    };
+    let (Some(target), Some(mount), Some((root, _work)), true) =
+        (target, mount, work, problems.is_empty())
+    else {
+        return config_failure(&args.fetch, &problems, true);
+    };
+    let mut fetch = args.fetch.clone();
+    fetch.jars_dir = Some(root.join("jars"));
+    fetch.files_dir = Some(root.join("files"));
+    let cancel = stop_on_signals();
+    let code = super::fetch::run_until(&fetch, origins, log_format, cancel.clone()).await;
+    if code != ExitCode::Ok {
+        return code;
+    }
+    let settings = Settings::resolve(&fetch, origins, &mut problems);
+    let registry = match registry(&settings, &mut problems) {
+        Some(registry) if problems.is_empty() => registry,
+        _ => return config_failure(&args.fetch, &problems, true),
+    };
+    // The layers: CPU-bound (gzip), on a blocking thread, within the deadline.
+    let stop = Arc::new(AtomicBool::new(false));
+    let packing = {
+        let (root, mount, stop) = (root.clone(), mount.clone(), stop.clone());
+        move || pack(&root, &mount, &stop)
+    };
+    let packed = crate::cmd::deadline::within_blocking(
+        &settings,
+        Some(&cancel),
+        ("the image's layers", Phase::Writing),
+        packing,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let layers = match packed {
+        Ok(Ok(layers)) => layers,
+        Ok(Err(message)) => {
+            return stopped(&args.fetch, ExitCode::LocalIo, &message, true);
+        }
+        Err((code, message)) => return stopped(&args.fetch, code, &message, true),
+    };
+    let image = image::image(
+        &layers,
+        &[
+            ("org.opencontainers.image.title", "spark-localizer bundle"),
+            ("io.github.spark-localizer.mount-path", &mount),
+        ],
+    );
+    let shown = format!("oci://{}/{}", target.registry, target.repository);
+    let pushing = push(&registry, &settings, &target, &layers, &image);
+    match crate::cmd::deadline::within_here(&settings, Some(&cancel), &shown, pushing).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let code = if e.kind == FaultKind::Integrity {
+                ExitCode::Integrity
+            } else {
+                ExitCode::Fetch
+            };
+            let message = format!("cannot push {shown}: {}", e.describe());
+            return stopped(&args.fetch, code, &message, true);
+        }
+        Err((code, message)) => return stopped(&args.fetch, code, &message, true),
+    }
+    let reference = format!(
+        "{}/{}@{}",
+        target.registry, target.repository, image.index.digest
+    );
+    info!(
+        "pushed {shown}:{} ({} layers): mount {reference} at {mount}",
+        target.reference(),
+        layers.len()
+    );
+    println!("{reference}");
+    ExitCode::Ok
+}
+
+/// The image's reference: a tag (a digest is what the push makes).
+fn target(raw: &str, problems: &mut Problems) -> Option<Reference> {
+    let parsed = Reference::parse(raw).map_err(|why| {
+        problems.push_message(format!(
+            "invalid target {}: {why}; give oci://REGISTRY/REPO:TAG",
+            crate::util::redact::scrub(raw)
+        ))
+    });
+    let r = parsed.ok()?;
+    if r.reference().starts_with("sha256:") || r.file.is_some() {
+        problems.push_message(format!(
+            "invalid target {}: give a tag (oci://REGISTRY/REPO:TAG, no #file); bundle prints the digest it pushed",
+            crate::util::redact::scrub(raw)
+        ));
+        return None;
+    }
+    Some(r)
+}
+
+/// `--mount-path` as the classpath outputs will name it: absolute, normal
+/// (no `.`, `..` or empty parts), and without `:` (the classpath separator).
+fn mount_path(path: &Path, problems: &mut Problems) -> Option<String> {
+    let text = path.to_str().unwrap_or_default();
+    let normal = text.starts_with('/')
+        && text.len() > 1
+        && text[1..]
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    if !normal || text.contains([':', '\n', '\r']) {
+        problems.push_message(format!(
+            "--mount-path {}: give the absolute path pods mount the image at (no '.', '..', '//', trailing '/' or ':'), e.g. /opt/spark/extra-jars",
+            path.display()
+        ));
+        return None;
+    }
+    Some(text.to_owned())
+}
+
+fn registry(settings: &Settings, problems: &mut Problems) -> Option<Registry> {
+    let auth = match &settings.oci.auth_file {
+        Some((path, origin)) => Some(
+            AuthFile::load(path, origin.clone())
+                .map_err(|why| problems.push_message(why))
+                .ok()?,
+        ),
+        None => None,
+    };
+    let client = crate::net::client(&settings.http)
+        .map_err(|e| problems.push_message(format!("cannot make the HTTP client: {e}")))
+        .ok()?;
+    Some(Registry::new(
+        client,
+        auth,
+        settings.oci.insecure.clone(),
+        settings.stall_timeout,
+    ))
+}
+
+/// The layers of what `fetch` laid out under `root`: each jar, file and
+/// unpacked archive in name order, then the classpath outputs for `mount`
+/// and the SBOM. Written under `root/blobs`.
+fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, String> {
+    let blobs = root.join("blobs");
+    std::fs::create_dir(&blobs).map_err(|e| format!("{}: {e}", blobs.display()))?;
+    let mut layers = Vec::new();
+    for dir in ["jars", "files"] {
+        for name in laid_out(&root.join(dir))? {
+            let at = format!("{dir}/{name}");
+            let blob = blobs.join(format!("{}.tar.gz", layers.len()));
+            let from = root.join(dir).join(&name);
+            let content = Content::Tree {
+                from: &from,
+                at: &at,
+            };
+            layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
+        }
+    }
+    let last = outputs(root, mount)?;
+    let blob = blobs.join("outputs.tar.gz");
+    layers
+        .push(image::write_layer(&Content::Files(&last), &blob, stop).map_err(|e| e.to_string())?);
+    Ok(layers)
+}
+
+/// The names `fetch` published in `dir`, sorted: not its outputs or state.
+fn laid_out(dir: &Path) -> Result<Vec<String>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let name = entry
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .file_name();
+        let name = name
+            .into_string()
+            .map_err(|n| format!("{}: a name that is not UTF-8: {n:?}", dir.display()))?;
+        if !layout::OUTPUT_NAMES.contains(&name.as_str())
+            && name != SBOM_FILE
+            && !name.starts_with(layout::RESERVED_PREFIX)
+        {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The classpath file and `spark-classpath.env` naming the jars under
+/// `mount`, and the SBOM when there is one: the last layer's files.
+fn outputs(root: &Path, mount: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let jars = root.join("jars");
+    let written = jars.join(layout::CLASSPATH_FILE);
+    let text =
+        std::fs::read_to_string(&written).map_err(|e| format!("{}: {e}", written.display()))?;
+    let root_text = root.to_string_lossy();
+    let entries: Vec<PathBuf> = text
+        .trim_end_matches('\n')
+        .split(':')
+        .filter(|e| !e.is_empty())
+        .map(|entry| match entry.strip_prefix(&*root_text) {
+            // Under the working directory: under the mount path in the image.
+            Some(rest) if rest.starts_with('/') => PathBuf::from(format!("{mount}{rest}")),
+            // A local:// jar the image of the pod already has.
+            _ => PathBuf::from(entry),
+        })
+        .collect();
+    let mut files = vec![
+        (
+            layout::CLASSPATH_FILE.to_owned(),
+            output::classpath_text(&entries).into_bytes(),
+        ),
+        (
+            layout::ENV_FILE.to_owned(),
+            output::env_text(&entries).into_bytes(),
+        ),
+    ];
+    match std::fs::read(jars.join(SBOM_FILE)) {
+        Ok(sbom) => files.push((SBOM_FILE.to_owned(), sbom)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", jars.join(SBOM_FILE).display())),
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Pushes the blobs the repository lacks, each platform's manifest by digest,
+/// then the index as the tag.
+async fn push(
+    registry: &Registry,
+    settings: &Settings,
+    target: &Reference,
+    layers: &[Layer],
+    image: &image::Image,
+) -> Result<(), SourceError> {
+    let (host, repo) = (target.registry.as_str(), target.repository.as_str());
+    let policy = RetryPolicy {
+        retries: settings.retries,
+        backoff: Backoff::new(settings.retry_delay),
+    };
+    let configs = image
+        .configs
+        .iter()
+        .map(|c| Blob::Bytes(&c.digest, &c.bytes));
+    let blobs: Vec<Blob<'_>> = layers.iter().map(Blob::Layer).chain(configs).collect();
+    let skipped = std::sync::atomic::AtomicUsize::new(0);
+    futures_util::stream::iter(blobs.iter().map(Ok))
+        .try_for_each_concurrent(settings.parallelism.max(1), |blob| {
+            let (policy, skipped) = (&policy, &skipped);
+            async move {
+                let digest = blob.digest();
+                if retrying(policy, digest, || registry.has_blob(host, repo, digest)).await? {
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                let body = blob.body();
+                let size = blob.size();
+                retrying(policy, digest, || {
+                    registry.push_blob(host, repo, (digest, size), &body)
+                })
+                .await
+            }
+        })
+        .await?;
+    info!(
+        "oci://{host}/{repo}: {} blobs pushed, {} already there",
+        blobs.len() - skipped.load(Ordering::Relaxed),
+        skipped.load(Ordering::Relaxed)
+    );
+    for manifest in &image.manifests {
+        retrying(&policy, &manifest.digest, || {
+            registry.push_manifest(host, repo, &manifest.digest, manifest)
+        })
+        .await?;
+    }
+    retrying(&policy, target.reference(), || {
+        registry.push_manifest(host, repo, target.reference(), &image.index)
+    })
+    .await
+}
+
+/// A blob to push: a layer's file or a config's bytes.
+enum Blob<'a> {
+    Layer(&'a Layer),
+    Bytes(&'a str, &'a [u8]),
+}
+
+impl Blob<'_> {
+    fn digest(&self) -> &str {
+        match self {
+            Blob::Layer(l) => &l.digest,
+            Blob::Bytes(digest, _) => digest,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        match self {
+            Blob::Layer(l) => l.size,
+            Blob::Bytes(_, bytes) => bytes.len() as u64,
+        }
+    }
+
+    fn body(&self) -> Box<crate::oci::client::Body<'static>> {
+        match self {
+            Blob::Layer(l) => Box::new(crate::oci::push::file_body(l.blob.clone())),
+            Blob::Bytes(_, bytes) => {
+                let bytes = bytes::Bytes::copy_from_slice(bytes);
+                Box::new(move || reqwest::Body::from(bytes.clone()))
+            }
+        }
+    }
+}
+
+/// `attempt` again on a transient failure, as `--retries` and `--retry-delay` say.
+async fn retrying<T, F, Fut>(policy: &RetryPolicy, what: &str, attempt: F) -> Result<T, SourceError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SourceError>>,
+{
+    let mut tried = 1;
+    loop {
+        match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(e) => match policy.next_delay(tried, &e) {
+                Some(delay) => {
+                    warn!("{what}: {} (retrying in {delay:?})", e.describe());
+                    tokio::time::sleep(delay).await;
+                    tried += 1;
+                }
+                None => return Err(e),
+            },
+        }
+    }
+}

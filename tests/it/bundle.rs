@@ -1,0 +1,263 @@
+//! `bundle` against the real registry (Debian's docker-registry, TLS and
+//! htpasswd): a lock of Debian's maven-core 3.8.7 becomes an image that podman
+//! pulls and mounts (in the throwaway storage) with every jar byte-exact, the
+//! same digest on a second run, and a JVM loading classes from the mounted
+//! image through the classpath outputs the last layer holds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::maven::debian_repo;
+use crate::support::podman::podman;
+use crate::support::registry::{Registry, PASSWORD, USER};
+use crate::support::{s, FaultServer, Sandbox};
+
+/// The lock's entries: jar name → the path of its bytes in Debian's repository.
+fn locked(lock: &str, repo_root: &str) -> BTreeMap<String, PathBuf> {
+    lock.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let url = l.split_whitespace().nth(1).unwrap();
+            let (url, name) = url.rsplit_once('#').unwrap();
+            let path = url.strip_prefix(repo_root).unwrap();
+            (
+                name.to_owned(),
+                Path::new("/usr/share/maven-repo").join(path),
+            )
+        })
+        .collect()
+}
+
+fn ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_every_time() {
+    let Some(repo) = debian_repo() else { return };
+    let Some(registry) = Registry::start(true, true) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let root = repo.url("/");
+    let lock = sb.root.join("packages.lock");
+    sb.resolve()
+        .args(["--packages", "org.apache.maven:maven-core:3.8.7"])
+        .args(["--repositories", &root, "--only-repositories", "--lock"])
+        .arg(&lock)
+        .run()
+        .expect_code(0);
+    let lock_text = std::fs::read_to_string(&lock).unwrap();
+    let jars = locked(&lock_text, &root);
+    assert!(jars.len() > 20, "{lock_text}");
+    // A jar of our own beside the lock: its class is what the JVM runs.
+    let Some(hello) =
+        crate::jvm::jar_with_class(&sb.root, "hello.jar", "Hello", "hello from the image")
+    else {
+        return;
+    };
+    let hello_path = sb.write("hello.jar", &hello);
+    let auth = sb.write("config.json", registry.docker_config(PASSWORD));
+    let mount = sb.root.join("mnt");
+    let host = registry.host();
+    let target = format!("oci://{host}/spark/deps:1");
+    let bundle = |sb: &Sandbox| {
+        sb.bundle()
+            .arg("--lock")
+            .arg(&lock)
+            .arg("--jars")
+            .arg(format!("file://{}", s(&hello_path)))
+            .arg("--ca-cert")
+            .arg(registry.ca_file())
+            .arg("--registry-auth")
+            .arg(&auth)
+            .arg("--mount-path")
+            .arg(&mount)
+            .arg(&target)
+            .run()
+    };
+    let first = bundle(&sb);
+    first.expect_code(0);
+    let reference = first.stdout.trim().to_owned();
+    assert!(
+        reference.starts_with(&format!("{host}/spark/deps@sha256:")),
+        "{first}"
+    );
+    // Reproducible: another run (another working directory, other file times)
+    // gives the same digest and uploads nothing.
+    let again = bundle(&Sandbox::new());
+    again
+        .expect_code(0)
+        .expect_stderr(&format!("0 blobs pushed, {} already there", jars.len() + 4));
+    assert_eq!(again.stdout.trim(), reference);
+    // An index for amd64 and arm64 over the same layers.
+    let (kind, index) = registry.get(
+        &format!(
+            "spark/deps/manifests/{}",
+            reference.rsplit_once('@').unwrap().1
+        ),
+        "application/vnd.oci.image.index.v1+json",
+    );
+    assert_eq!(kind, "application/vnd.oci.image.index.v1+json");
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let archs: Vec<&str> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["platform"]["architecture"].as_str().unwrap())
+        .collect();
+    assert_eq!(archs, ["amd64", "arm64"]);
+
+    // A container runtime pulls and mounts it (the user's storage untouched).
+    let certs = sb.root.join("certs.d");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::copy(registry.ca_file(), certs.join("ca.crt")).unwrap();
+    ok(podman()
+        .args(["pull", "-q", "--cert-dir"])
+        .arg(&certs)
+        .args(["--creds", &format!("{USER}:{PASSWORD}"), &reference]));
+    let mounted = PathBuf::from(ok(podman().args(["image", "mount", &reference])));
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = podman().args(["image", "unmount", &self.0]).output();
+        }
+    }
+    let _unmount = Unmount(reference.clone());
+    for (name, source) in &jars {
+        let got = std::fs::read(mounted.join("jars").join(name))
+            .unwrap_or_else(|e| panic!("jars/{name} in the image: {e}"));
+        assert!(got == std::fs::read(source).unwrap(), "jars/{name} differs");
+    }
+    assert_eq!(
+        std::fs::read(mounted.join("jars/hello.jar")).unwrap(),
+        hello
+    );
+    let mut names: Vec<String> = std::fs::read_dir(mounted.join("jars"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = jars.keys().cloned().chain(["hello.jar".into()]).collect();
+    expected.sort();
+    assert_eq!(names, expected, "the image holds exactly the jars");
+    // The classpath names every jar under the mount path, in declared order.
+    let classpath = std::fs::read_to_string(mounted.join("classpath")).unwrap();
+    let entries: Vec<&str> = classpath.trim_end().split(':').collect();
+    assert_eq!(entries.len(), jars.len() + 1, "{classpath}");
+    let prefix = format!("{}/jars/", s(&mount));
+    assert!(
+        entries.iter().all(|e| e.starts_with(&prefix)),
+        "{classpath}"
+    );
+    // Mounted where the classpath says (a link standing for the pod's
+    // mount), a JVM runs the class from the image and finds maven-core's.
+    std::os::unix::fs::symlink(&mounted, &mount).unwrap();
+    let run = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            ". '{}/spark-classpath.env' && java -cp \"$SPARK_CLASSPATH\" Hello && javap -cp \"$SPARK_CLASSPATH\" org.apache.maven.DefaultMaven",
+            s(&mount)
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("hello from the image"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("class org.apache.maven.DefaultMaven"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bundle_refuses_what_cannot_work_and_pushes_nothing_when_a_jar_fails() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let server = FaultServer::start();
+    server.put("/a.jar", b"a".to_vec());
+    let sb = Sandbox::new();
+    let host = registry.host();
+    let run = |extra: &[&str]| {
+        sb.bundle()
+            .args([
+                "--jars",
+                &server.url("/a.jar"),
+                "--insecure-registry",
+                &host,
+            ])
+            .args(extra)
+            .run()
+    };
+    let digest = format!("sha256:{}", "0".repeat(64));
+    for (extra, said) in [
+        (
+            vec![format!("oci://{host}/x@{digest}")],
+            "give a tag".to_owned(),
+        ),
+        (vec!["https://x/y".to_owned()], "invalid target".to_owned()),
+        (
+            vec![
+                "--mount-path".to_owned(),
+                "opt/jars".to_owned(),
+                format!("oci://{host}/x:1"),
+            ],
+            "--mount-path opt/jars".to_owned(),
+        ),
+        (
+            vec![
+                "--jars-dir".to_owned(),
+                "/tmp/j".to_owned(),
+                format!("oci://{host}/x:1"),
+            ],
+            "--jars-dir is not for bundle".to_owned(),
+        ),
+    ] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        run(&extra).expect_code(2).expect_stderr(&said);
+    }
+    // A jar that cannot be fetched: fetch's exit code, and nothing pushed.
+    sb.bundle()
+        .args([
+            "--jars",
+            &server.url("/missing.jar"),
+            "--insecure-registry",
+            &host,
+        ])
+        .arg(format!("oci://{host}/x:1"))
+        .run()
+        .expect_code(3);
+    assert!(
+        !registry.log().contains("/v2/x/manifests/"),
+        "{}",
+        registry.log()
+    );
+    // A registry that is not there: a fetch failure naming it.
+    sb.bundle()
+        .args([
+            "--jars",
+            &server.url("/a.jar"),
+            "--insecure-registry",
+            "127.0.0.1:9",
+        ])
+        .arg("oci://127.0.0.1:9/x:1")
+        .run()
+        .expect_code(3)
+        .expect_stderr("cannot push oci://127.0.0.1:9/x");
+    let ok = run(&[&format!("oci://{host}/x:1")]);
+    ok.expect_code(0);
+    assert!(
+        ok.stdout.trim().starts_with(&format!("{host}/x@sha256:")),
+        "{ok}"
+    );
+}
