@@ -7,6 +7,9 @@
 #   resource. --strict rejects unknown fields (a misspelt `securityContext` key, say).
 # - kubernetes-validate only warns (and passes) on a kind it has no schema for; here any
 #   warning fails, so a typo in `kind`/`apiVersion` cannot slip through.
+# - A directory may need a newer Kubernetes than the oldest in K8S_VERSIONS (a field that
+#   older schemas do not have): MIN_K8S_VERSION names it with its minimum, and its files are
+#   validated against the versions from that minimum on only (stated there, with the reason).
 # - The SparkApplication (sparkoperator.k8s.io, a CRD) has no schema in the package. It is
 #   handled explicitly: its spec, spec.driver and spec.executor keys are checked against
 #   the v1beta2 field names, and for each of driver and executor a Pod is built on the fly
@@ -22,6 +25,13 @@ KV_VERSION=1.37.0
 # The versions users run: from the oldest still in a provider's extended support to the
 # newest the pinned kubernetes-validate knows (it ships schemas for 1.25 to 1.37).
 K8S_VERSIONS=(1.28 1.29 1.30 1.31 1.32 1.33 1.34 1.35 1.36 1.37)
+# Directories under pod-templates/ validated only from a minimum version on, with why.
+# Everything else is validated against every version above.
+declare -A MIN_K8S_VERSION=(
+    # Pod.spec.volumes[].image (KEP-4639 image volumes) first appears in the 1.31 API
+    # (alpha; beta in 1.33, on by default from 1.35): older schemas reject it as unknown.
+    [image-volume]=1.31
+)
 venv=target/k8s-venv
 
 as_root() {
@@ -176,18 +186,67 @@ if [ "${#files[@]}" -eq 0 ]; then
     exit 1
 fi
 
-args=(--strict --quiet)
-for v in "${K8S_VERSIONS[@]}"; do args+=(-k "$v"); done
+# True when version $1 >= version $2 (major.minor).
+version_ge() {
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]
+}
 
-echo "==> kubernetes-validate ${KV_VERSION} --strict: ${#files[@]} files against Kubernetes ${K8S_VERSIONS[*]}"
-status=0
-output=$("${venv}/bin/kubernetes-validate" "${args[@]}" "${files[@]}" </dev/null 2>&1) || status=$?
-if [ -n "${output}" ]; then
-    printf '%s\n' "${output}"
-fi
-# Any WARN (e.g. no schema for a kind) fails too: every manifest here must be checked.
-if [ "${status}" -ne 0 ] || grep -qE '^(ERROR|WARN|FATAL)' <<<"${output}"; then
+# The minimum version of a listed file: its directory's under pod-templates/ (derived Pods
+# in ${work} are named <dir>__<file>.as-pods.yaml), else the oldest of K8S_VERSIONS.
+min_version() {
+    local dir
+    case "$1" in
+        pod-templates/*) dir=${1#pod-templates/}; dir=${dir%%/*} ;;
+        *) dir=$(basename "$1"); dir=${dir%%__*} ;;
+    esac
+    printf '%s\n' "${MIN_K8S_VERSION[${dir}]:-${K8S_VERSIONS[0]}}"
+}
+
+for dir in "${!MIN_K8S_VERSION[@]}"; do
+    if [ ! -d "pod-templates/${dir}" ]; then
+        echo "MIN_K8S_VERSION names pod-templates/${dir}, which does not exist" >&2
+        exit 1
+    fi
+    if ! version_ge "${K8S_VERSIONS[-1]}" "${MIN_K8S_VERSION[${dir}]}"; then
+        echo "MIN_K8S_VERSION[${dir}]=${MIN_K8S_VERSION[${dir}]} is above every version in K8S_VERSIONS" >&2
+        exit 1
+    fi
+done
+
+# Files grouped by their minimum version: one kubernetes-validate run per group.
+declare -A group=()
+for f in "${files[@]}"; do
+    group[$(min_version "$f")]+="${f}"$'\n'
+done
+
+failed=0
+total=0
+for min in $(printf '%s\n' "${!group[@]}" | sort -V); do
+    mapfile -t gfiles < <(printf '%s' "${group[${min}]}")
+    versions=()
+    for v in "${K8S_VERSIONS[@]}"; do
+        if version_ge "$v" "$min"; then versions+=("$v"); fi
+    done
+    args=(--strict --quiet)
+    for v in "${versions[@]}"; do args+=(-k "$v"); done
+    echo "==> kubernetes-validate ${KV_VERSION} --strict: ${#gfiles[@]} files against Kubernetes ${versions[*]}"
+    status=0
+    output=$("${venv}/bin/kubernetes-validate" "${args[@]}" "${gfiles[@]}" </dev/null 2>&1) || status=$?
+    if [ -n "${output}" ]; then
+        printf '%s\n' "${output}"
+    fi
+    # Any WARN (e.g. no schema for a kind) fails too: every manifest here must be checked.
+    if [ "${status}" -ne 0 ] || grep -qE '^(ERROR|WARN|FATAL)' <<<"${output}"; then
+        failed=1
+    fi
+    total=$((total + ${#gfiles[@]}))
+done
+if [ "${failed}" -ne 0 ]; then
     echo "manifest validation FAILED" >&2
     exit 1
 fi
-echo "all ${#files[@]} manifest files valid against Kubernetes ${K8S_VERSIONS[*]}"
+summary="Kubernetes ${K8S_VERSIONS[*]}"
+for dir in $(printf '%s\n' "${!MIN_K8S_VERSION[@]}" | sort); do
+    summary+=" (pod-templates/${dir}/: ${MIN_K8S_VERSION[${dir}]} on)"
+done
+echo "all ${total} manifest files valid against ${summary}"

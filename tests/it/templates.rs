@@ -5,6 +5,9 @@
 //! an emptyDir mounted at the same path in the init container and in Spark's container,
 //! the init container is locked down (securityContext, resources, termination message),
 //! and every ConfigMap or Secret a template names has an example manifest beside it.
+//! Templates that mount the dependencies as an image volume (`spark-localizer bundle`)
+//! have no init container instead: the image volume, its digest reference, its read-only
+//! mount where Spark's container reads the classpath, are checked in their place.
 //!
 //! The validation script runs when `CI` is set or its venv (target/k8s-venv) exists, and
 //! is skipped with a message otherwise (`bash scripts/validate-manifests.sh` creates the
@@ -57,7 +60,14 @@ const EXPECTED: &[&str] = &[
     "oci/driver.yaml",
     "oci/executor.yaml",
     "oci/registry-secret.yaml",
+    "image-volume/driver.yaml",
+    "image-volume/executor.yaml",
+    "image-volume/prepull-daemonset.yaml",
 ];
+
+/// Where `spark-localizer bundle` writes the image's `classpath` and `spark-classpath.env`
+/// for (its `--mount-path` default): an image volume template mounts the image there.
+const BUNDLE_MOUNT_PATH: &str = "/opt/spark/extra-jars";
 
 /// Volumes Spark adds to the pod itself, which a template may mount without declaring.
 const SPARK_PROVIDED_VOLUMES: &[&str] = &["spark-conf-volume-driver"];
@@ -230,6 +240,24 @@ fn mount_at<'a>(container: &'a Value, path: &str) -> Option<&'a str> {
         .and_then(|m| m["name"].as_str())
 }
 
+/// The volumes of `volumes` that are image volumes (`image: {reference, pullPolicy}`).
+fn image_volumes(volumes: &[Value]) -> Vec<&Value> {
+    volumes.iter().filter(|v| !v["image"].is_null()).collect()
+}
+
+/// `registry/repo@sha256:<64 lowercase hex>`: the reference `bundle` prints.
+fn is_digest_reference(reference: &str) -> bool {
+    let Some((name, digest)) = reference.split_once("@sha256:") else {
+        return false;
+    };
+    !name.is_empty()
+        && !name.contains(char::is_whitespace)
+        && digest.len() == 64
+        && digest
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
 struct Checker {
     fetch: (BTreeSet<String>, BTreeSet<String>),
     serve: (BTreeSet<String>, BTreeSet<String>),
@@ -358,21 +386,116 @@ impl Checker {
                 );
             }
         }
-        // Way B: `sh -c '<script>' --`, so that "$@" is exactly the args Spark sets.
+        self.way_b(where_, main, &jars.unwrap_or_default());
+    }
+
+    /// Way B, when the Spark container has a command: `sh -c '<script>' --` sourcing
+    /// `<dir>/spark-classpath.env`, so that "$@" is exactly the args Spark sets.
+    fn way_b(&mut self, where_: &str, main: &Value, dir: &str) {
         let command = strs(&main["command"]);
-        if !command.is_empty() {
-            let env_file = format!("{}/spark-classpath.env", jars.unwrap_or_default());
-            if command.len() != 4
-                || command[..2] != ["/bin/sh", "-c"]
-                || command[3] != "--"
-                || !command[2].contains(&env_file)
-                || !command[2].contains("exec /opt/entrypoint.sh \"$@\"")
-            {
-                self.problem(
-                    where_,
-                    format!("unexpected Spark container command {command:?}"),
-                );
-            }
+        if command.is_empty() {
+            return;
+        }
+        let env_file = format!(". {dir}/spark-classpath.env &&");
+        if command.len() != 4
+            || command[..2] != ["/bin/sh", "-c"]
+            || command[3] != "--"
+            || !command[2].contains(&env_file)
+            || !command[2].contains("exec /opt/entrypoint.sh \"$@\"")
+        {
+            self.problem(
+                where_,
+                format!("unexpected Spark container command {command:?} (expected way B sourcing {dir}/spark-classpath.env)"),
+            );
+        }
+    }
+
+    /// A template that mounts the bundle as an image volume: no init container; one image
+    /// volume with a digest reference, mounted read-only in the Spark container at the path
+    /// the bundle was written for, which way B's command sources `spark-classpath.env` from
+    /// and way A's `extraClassPath` (in the comments, `text`) points into.
+    fn image_volume(&mut self, where_: &str, spec: &Value, main: &Value, text: &str) {
+        if !list(&spec["initContainers"]).is_empty() {
+            self.problem(
+                where_,
+                "an image volume template has an init container".into(),
+            );
+        }
+        let volumes = list(&spec["volumes"]);
+        let images = image_volumes(volumes);
+        let [volume] = images.as_slice() else {
+            self.problem(
+                where_,
+                format!("{} image volumes, expected 1", images.len()),
+            );
+            return;
+        };
+        let name = volume["name"].as_str().unwrap_or_default();
+        let reference = volume["image"]["reference"].as_str().unwrap_or_default();
+        if !is_digest_reference(reference) {
+            self.problem(
+                where_,
+                format!("image volume {name}: reference {reference:?} is not REGISTRY/REPO@sha256:<64 hex>"),
+            );
+        }
+        // A digest never changes: pulling it again on every pod start only costs.
+        if volume["image"]["pullPolicy"] != "IfNotPresent" {
+            self.problem(
+                where_,
+                format!("image volume {name}: pullPolicy is not IfNotPresent"),
+            );
+        }
+        let mounts: Vec<&Value> = list(&main["volumeMounts"])
+            .iter()
+            .filter(|m| m["name"] == name)
+            .collect();
+        let [mount] = mounts.as_slice() else {
+            self.problem(
+                where_,
+                format!(
+                    "the Spark container mounts image volume {name} {} times, expected once",
+                    mounts.len()
+                ),
+            );
+            return;
+        };
+        let path = mount["mountPath"].as_str().unwrap_or_default();
+        if path != BUNDLE_MOUNT_PATH {
+            self.problem(
+                where_,
+                format!("image volume {name} is mounted at {path:?}, not at {BUNDLE_MOUNT_PATH} (bundle's --mount-path: its classpath files name that path)"),
+            );
+        }
+        if mount["readOnly"] != true {
+            self.problem(
+                where_,
+                format!("image volume {name} is not mounted readOnly: true"),
+            );
+        }
+        if !mount["subPath"].is_null() || !mount["subPathExpr"].is_null() {
+            self.problem(
+                where_,
+                format!("image volume {name} is mounted with a subPath"),
+            );
+        }
+        self.way_b(where_, main, path);
+        // Way A (active for a driver, a comment for an executor): the jars are under jars/
+        // in the image, not at its root as in an emptyDir the init container fills.
+        let role = if main["name"] == "spark-kubernetes-driver" {
+            "driver"
+        } else {
+            "executor"
+        };
+        let way_a = format!("spark.{role}.extraClassPath={path}/jars/*");
+        if !text.contains(&way_a) {
+            self.problem(where_, format!("no `{way_a}` (way A) in the comments"));
+        }
+        let wrong = format!("extraClassPath={path}/*");
+        if text.contains(&wrong) {
+            self.problem(
+                where_,
+                format!("`{wrong}`: the image has its jars under {path}/jars/"),
+            );
         }
     }
 
@@ -414,7 +537,7 @@ impl Checker {
         }
     }
 
-    fn pod_template(&mut self, path: &str, doc: &Value) {
+    fn pod_template(&mut self, path: &str, doc: &Value, text: &str) {
         let role = if path.ends_with("driver.yaml") {
             "driver"
         } else {
@@ -430,6 +553,16 @@ impl Checker {
             self.problem(path, format!("the first container is not {main_name}"));
             return;
         };
+        let all: Vec<&Value> = list(&spec["initContainers"])
+            .iter()
+            .chain(list(&spec["containers"]))
+            .collect();
+        if !image_volumes(list(&spec["volumes"])).is_empty() {
+            self.image_volume(path, spec, main, text);
+            self.references(path, &all, list(&spec["volumes"]));
+            self.pull_secrets(path, spec);
+            return;
+        }
         let inits: Vec<&Value> = list(&spec["initContainers"])
             .iter()
             .filter(|c| is_localizer(c))
@@ -447,11 +580,17 @@ impl Checker {
         let volumes = list(&spec["volumes"]);
         self.localizer(path, init, true);
         self.shared_dirs(path, init, main, volumes);
-        let all: Vec<&Value> = list(&spec["initContainers"])
-            .iter()
-            .chain(list(&spec["containers"]))
-            .collect();
         self.references(path, &all, volumes);
+        self.pull_secrets(path, spec);
+    }
+
+    /// Every Secret in `imagePullSecrets` has an example manifest.
+    fn pull_secrets(&mut self, where_: &str, spec: &Value) {
+        for s in list(&spec["imagePullSecrets"]) {
+            if let Some(n) = s["name"].as_str() {
+                self.defined_as(where_, "Secret", n);
+            }
+        }
     }
 
     fn spark_application(&mut self, path: &str, doc: &Value) {
@@ -514,7 +653,17 @@ impl Checker {
         if spec["securityContext"]["runAsNonRoot"] != true {
             self.problem(path, "the pod does not set runAsNonRoot".into());
         }
+        for v in image_volumes(volumes) {
+            let reference = v["image"]["reference"].as_str().unwrap_or_default();
+            if !is_digest_reference(reference) {
+                self.problem(
+                    path,
+                    format!("image volume reference {reference:?} is not a digest reference"),
+                );
+            }
+        }
         self.references(path, &containers, volumes);
+        self.pull_secrets(path, spec);
     }
 }
 
@@ -549,7 +698,9 @@ fn templates_use_only_what_the_binary_accepts_and_share_the_jars_dir() {
             let file = Path::new(path).file_name().unwrap().to_str().unwrap();
             match doc["kind"].as_str().unwrap_or_default() {
                 "Pod" if file == "driver.yaml" || file == "executor.yaml" => {
-                    check.pod_template(path, doc);
+                    let text = std::fs::read_to_string(root().join("pod-templates").join(path))
+                        .expect("read template");
+                    check.pod_template(path, doc, &text);
                     seen += 1;
                 }
                 "Pod" => check.problem(
@@ -576,7 +727,36 @@ fn templates_use_only_what_the_binary_accepts_and_share_the_jars_dir() {
             "http-maven/executor.yaml: init container lacks {key}"
         );
     }
-    assert!(seen >= 11, "only {seen} templates checked");
+    // One bundle per directory: the pre-pull DaemonSet must pull what the pods mount.
+    let mut references: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (path, docs) in &manifests {
+        for doc in docs {
+            let spec = match doc["kind"].as_str() {
+                Some("Pod") => &doc["spec"],
+                _ => &doc["spec"]["template"]["spec"],
+            };
+            for v in image_volumes(list(&spec["volumes"])) {
+                let dir = path.split('/').next().unwrap_or_default();
+                references
+                    .entry(dir)
+                    .or_default()
+                    .insert(v["image"]["reference"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    for (dir, refs) in &references {
+        if refs.len() > 1 {
+            check.problem(
+                dir,
+                format!("image volumes name different references: {refs:?}"),
+            );
+        }
+    }
+    assert!(
+        references.contains_key("image-volume"),
+        "no image volume under pod-templates/image-volume/"
+    );
+    assert!(seen >= 14, "only {seen} templates checked");
     assert!(
         check.problems.is_empty(),
         "pod-templates/ problems:\n  {}",
