@@ -194,15 +194,32 @@ fn registry(settings: &Settings, problems: &mut Problems) -> Option<Registry> {
     ))
 }
 
-/// The layers of what `fetch` laid out under `root`: each jar, file and
-/// unpacked archive in name order, then the classpath outputs for `mount`
-/// and the SBOM. Written under `root/blobs`.
+/// The layers of what `fetch` laid out under `root`: each jar in classpath
+/// order, each file and unpacked archive in name order, then the classpath
+/// outputs for `mount` and the SBOM. Written under `root/blobs`.
 fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, String> {
     let blobs = root.join("blobs");
     std::fs::create_dir(&blobs).map_err(|e| format!("{}: {e}", blobs.display()))?;
     let mut layers = Vec::new();
+    // The jars in classpath order: `fetch` of the image lays them out (and
+    // writes its classpath) in the order of its layers.
+    let jars = root.join("jars");
+    let classpath = std::fs::read_to_string(jars.join(layout::CLASSPATH_FILE))
+        .map_err(|e| format!("{}: {e}", jars.join(layout::CLASSPATH_FILE).display()))?;
+    let position = |name: &String| {
+        let path = jars.join(name);
+        let path = path.to_string_lossy();
+        classpath
+            .trim_end()
+            .split(':')
+            .position(|entry| entry == path)
+    };
     for dir in ["jars", "files"] {
-        for name in laid_out(&root.join(dir))? {
+        let mut names = laid_out(&root.join(dir))?;
+        if dir == "jars" {
+            names.sort_by_cached_key(|name| (position(name).unwrap_or(usize::MAX), name.clone()));
+        }
+        for name in names {
             let at = format!("{dir}/{name}");
             let blob = blobs.join(format!("{}.tar.gz", layers.len()));
             let from = root.join(dir).join(&name);
@@ -215,8 +232,9 @@ fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, Strin
     }
     let last = outputs(root, mount)?;
     let blob = blobs.join("outputs.tar.gz");
-    layers
-        .push(image::write_layer(&Content::Files(&last), &blob, stop).map_err(|e| e.to_string())?);
+    layers.push(
+        image::write_layer(&Content::Outputs(&last), &blob, stop).map_err(|e| e.to_string())?,
+    );
     Ok(layers)
 }
 

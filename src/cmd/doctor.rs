@@ -217,6 +217,7 @@ pub(crate) fn classpath_entries(
         .zip(outcomes)
         .flat_map(|(a, o)| match (&a.kind, &a.unpack) {
             (Kind::Jar, Some(unpack)) if unpack.flat => o.content_jars.clone(),
+            (Kind::Jar, Some(unpack)) if unpack.strip.is_some() => vec![unpack.into.clone()],
             (Kind::Jar, _) => vec![a.target.path().to_owned()],
             (Kind::Archive, Some(_)) if settings.archive_classpath => o.content_jars.clone(),
             _ => Vec::new(),

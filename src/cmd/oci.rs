@@ -296,9 +296,18 @@ fn expand_lists(
             by_place.insert(key(*list, *i), Vec::new());
             continue;
         };
-        let layers = select(&shown, r, res)?;
+        let layers = match bundle_layers(&shown, r, res)? {
+            Some(layers) if *list == List::Jars => layers,
+            Some(_) => return Err(format!(
+                "{shown} is an image made by `spark-localizer bundle`: give it in --jars (its jars/ go on the classpath, its files/ into --files-dir)"
+            )),
+            None => select(&shown, r, res)?
+                .into_iter()
+                .map(|(title, layer)| (title, None, layer))
+                .collect(),
+        };
         let mut here = Vec::new();
-        for (title, layer) in layers {
+        for (title, path, layer) in layers {
             let pin = crate::oci::reference::check_digest(&layer.digest).map_err(|why| {
                 format!("{shown}: layer {title} has digest '{}', which {why}; only sha256 layers can be verified", layer.digest)
             })?;
@@ -318,6 +327,7 @@ fn expand_lists(
                     layer: layer.digest.clone(),
                     display_uri: format!("{shown}#{title}"),
                     title: title.clone(),
+                    path: path.clone(),
                     pin,
                 },
             );
@@ -325,7 +335,8 @@ fn expand_lists(
                 uri: internal,
                 origin: origin.clone(),
             };
-            if *list == List::Jars && !title.ends_with(".jar") {
+            let bundle_file = path.as_deref().is_some_and(|p| p.starts_with("files/"));
+            if bundle_file || (path.is_none() && *list == List::Jars && !title.ends_with(".jar")) {
                 extra_files.push(d);
             } else {
                 here.push(d);
@@ -417,6 +428,52 @@ fn select<'a>(
         }
     }
     Ok(titled)
+}
+
+/// A layer to localize: its file name, its path in a `bundle` image, and its descriptor.
+type Selected<'a> = (String, Option<String>, &'a crate::oci::manifest::Descriptor);
+
+/// The layers of an image `spark-localizer bundle` made (its layers name the
+/// paths they hold): each `jars/<name>` and `files/<name>`, in the image's
+/// order; its classpath layer is the run's own to write. `None` for any other
+/// image or artifact.
+fn bundle_layers<'a>(
+    shown: &str,
+    r: &Reference,
+    resolved: &'a Resolved,
+) -> Result<Option<Vec<Selected<'a>>>, String> {
+    use crate::oci::image::{LAYER_PATH, OUTPUTS_PATH};
+    if !resolved
+        .layers
+        .iter()
+        .any(|l| l.annotations.contains_key(LAYER_PATH))
+    {
+        return Ok(None);
+    }
+    if let Some(file) = &r.file {
+        return Err(format!(
+            "{shown}#{file}: an image made by `spark-localizer bundle` is fetched whole; leave out #{file}"
+        ));
+    }
+    let mut layers = Vec::new();
+    for layer in &resolved.layers {
+        let path = layer.annotations.get(LAYER_PATH).map(String::as_str);
+        let parts = path.and_then(|p| p.split_once('/'));
+        match (path, parts) {
+            (Some(OUTPUTS_PATH), _) => continue,
+            (Some(path), Some(("jars" | "files", name))) if crate::layout::check_name(name).is_ok() => {
+                layers.push((name.to_owned(), Some(path.to_owned()), layer));
+            }
+            _ => {
+                return Err(format!(
+                    "{shown}: layer {} holds '{}', which is not jars/<name> or files/<name>: is it an image `spark-localizer bundle` made?",
+                    layer.digest,
+                    path.unwrap_or_default().escape_debug()
+                ))
+            }
+        }
+    }
+    Ok(Some(layers))
 }
 
 /// What `check` shows: each registry's scheme and credential, each reference's

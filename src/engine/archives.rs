@@ -135,6 +135,9 @@ impl RunState<'_> {
                     .sha256
                     .as_deref()
                     .is_some_and(|sha256| bundle::bundle_entries(artifact, sha256).is_some()),
+                (Some(u), _) if u.strip.is_some() => {
+                    std::fs::symlink_metadata(artifact.visible()).is_ok()
+                }
                 _ => artifact.visible().is_dir(),
             };
             if artifact.unpack.is_some() && !published {

@@ -32,8 +32,10 @@ pub(crate) fn publish(
     };
     let marker = layout::unpacked_marker(dir, &a.name);
     let local = |what: &str, e: std::io::Error| local_failure(a, what, &unpack.into, e);
-    // symlink_metadata: a symlink planted at the name is never taken for the tree.
-    let is_tree = std::fs::symlink_metadata(&unpack.into).is_ok_and(|md| md.is_dir());
+    // symlink_metadata: a symlink planted at the name is never taken for the tree
+    // (a bundle's layer may publish a file).
+    let is_tree = std::fs::symlink_metadata(&unpack.into)
+        .is_ok_and(|md| md.is_dir() || (unpack.strip.is_some() && md.is_file()));
     let recorded = crate::util::fs::read_regular(&marker, 1024).unwrap_or_default();
     if is_tree && String::from_utf8_lossy(&recorded).trim() == sha256 {
         return Ok(Published::Kept);
@@ -47,6 +49,23 @@ pub(crate) fn publish(
             return Err(refused(a, e));
         }
     };
+    // A bundle's layer: what is published is the one path it holds.
+    let published = match &unpack.strip {
+        Some(strip) => match lifted(&tmp, strip) {
+            Ok(inner) => inner,
+            Err(why) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(Failure {
+                    kind: FailureKind::Integrity,
+                    message: format!(
+                        "{}: layer refused, nothing of it was published: {why}",
+                        a.display_uri
+                    ),
+                });
+            }
+        },
+        None => tmp.clone(),
+    };
     // Swap: the old tree moves aside under a reserved name, the new one takes its
     // place, the old one goes. A crash in between leaves only reserved names,
     // which the next run sweeps.
@@ -55,14 +74,17 @@ pub(crate) fn publish(
         if std::fs::symlink_metadata(&unpack.into).is_ok() {
             let old = layout::temp_beside(&unpack.into, layout::OLD_SUFFIX);
             std::fs::rename(&unpack.into, &old)?;
-            std::fs::rename(&tmp, &unpack.into)?;
+            std::fs::rename(&published, &unpack.into)?;
             layout::remove_any(&old)
         } else {
-            std::fs::rename(&tmp, &unpack.into)
+            std::fs::rename(&published, &unpack.into)
         }
     };
-    if let Err(e) = swap() {
+    let swapped = swap();
+    if swapped.is_err() || published != tmp {
         let _ = std::fs::remove_dir_all(&tmp);
+    }
+    if let Err(e) = swapped {
         return Err(local("move the unpacked archive into", e));
     }
     layout::write_atomic(&marker, sha256.as_bytes(), fsync)
@@ -71,6 +93,41 @@ pub(crate) fn publish(
         entries: unpacked.entries,
         bytes: unpacked.bytes,
     })
+}
+
+/// `strip` under `tmp`, where a layer was unpacked, when it is all the layer
+/// holds: a file or a directory (not a link), and nothing beside the
+/// directories leading to it.
+fn lifted(tmp: &Path, strip: &Path) -> Result<std::path::PathBuf, String> {
+    let mut at = tmp.to_path_buf();
+    for part in strip.components() {
+        let std::path::Component::Normal(part) = part else {
+            return Err(format!(
+                "'{}' is not a plain relative path",
+                strip.display()
+            ));
+        };
+        let mut names: Vec<_> = std::fs::read_dir(&at)
+            .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
+            .map_err(|e| format!("cannot list what it holds: {e}"))?;
+        names.retain(|n| n != part);
+        if let Some(other) = names.first() {
+            return Err(format!(
+                "it holds '{}' beside '{}', the one path its annotation names",
+                other.to_string_lossy().escape_debug(),
+                strip.display()
+            ));
+        }
+        at.push(part);
+    }
+    match std::fs::symlink_metadata(&at) {
+        Ok(md) if md.is_file() || md.is_dir() => Ok(at),
+        Ok(_) => Err(format!("'{}' is a link", strip.display())),
+        Err(_) => Err(format!(
+            "it does not hold '{}', the path its annotation names",
+            strip.display()
+        )),
+    }
 }
 
 /// A local I/O failure while publishing `a` at `place`.
@@ -137,4 +194,43 @@ pub(crate) fn classpath_jar(p: &Path) -> bool {
         );
     }
     safe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lifted;
+    use std::path::Path;
+
+    #[test]
+    fn a_bundle_layer_publishes_its_one_path_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        std::fs::create_dir_all(t.join("jars")).unwrap();
+        std::fs::write(t.join("jars/a.jar"), "a").unwrap();
+        assert_eq!(
+            lifted(t, Path::new("jars/a.jar")).unwrap(),
+            t.join("jars/a.jar")
+        );
+        // Another path than the annotation names.
+        let err = lifted(t, Path::new("jars/b.jar")).unwrap_err();
+        assert!(err.contains("'a.jar' beside 'jars/b.jar'"), "{err}");
+        // Something beside it, at any level.
+        std::fs::write(t.join("evil"), "x").unwrap();
+        let err = lifted(t, Path::new("jars/a.jar")).unwrap_err();
+        assert!(err.contains("'evil'"), "{err}");
+        std::fs::remove_file(t.join("evil")).unwrap();
+        // A link is not published.
+        std::os::unix::fs::symlink("/etc/passwd", t.join("jars/l.jar")).unwrap();
+        std::fs::remove_file(t.join("jars/a.jar")).unwrap();
+        let err = lifted(t, Path::new("jars/l.jar")).unwrap_err();
+        assert!(err.contains("is a link"), "{err}");
+        assert!(lifted(t, Path::new("../x")).is_err());
+        // A tree.
+        std::fs::remove_file(t.join("jars/l.jar")).unwrap();
+        std::fs::create_dir_all(t.join("jars/model/deep")).unwrap();
+        assert_eq!(
+            lifted(t, Path::new("jars/model")).unwrap(),
+            t.join("jars/model")
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub(crate) const LAYER_TAR_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+
 pub(crate) const CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 /// The annotation saying which path of the image a layer holds.
 pub(crate) const LAYER_PATH: &str = "io.github.spark-localizer.path";
+/// The path annotation of the last layer (the classpath outputs and the SBOM).
+pub(crate) const OUTPUTS_PATH: &str = "classpath";
 /// The platforms every bundle is pushed for (its files are the same on each).
 pub(crate) const PLATFORMS: [&str; 2] = ["amd64", "arm64"];
 
@@ -98,10 +100,11 @@ impl<W> Hashing<W> {
 }
 
 /// What one layer holds: entries under `at` (a path in the image), read from
-/// `from` (a file or a directory tree), or files given as bytes.
+/// `from` (a file or a directory tree), or the classpath outputs' files given
+/// as bytes (the layer of [`OUTPUTS_PATH`]).
 pub(crate) enum Content<'a> {
     Tree { from: &'a Path, at: &'a str },
-    Files(&'a [(String, Vec<u8>)]),
+    Outputs(&'a [(String, Vec<u8>)]),
 }
 
 /// Writes one layer to `blob`: a gzip'd tar of `content`, with the parent
@@ -128,7 +131,7 @@ pub(crate) fn write_layer(
             append_tree(&mut tar, from, at, stop)?;
             (*at).to_owned()
         }
-        Content::Files(files) => {
+        Content::Outputs(files) => {
             for (name, bytes) in files.iter() {
                 parents(&mut tar, name).map_err(io_err)?;
                 append(
@@ -141,7 +144,7 @@ pub(crate) fn write_layer(
                 )
                 .map_err(io_err)?;
             }
-            files.first().map(|(n, _)| n.clone()).unwrap_or_default()
+            OUTPUTS_PATH.to_owned()
         }
     };
     let uncompressed = tar.into_inner().map_err(io_err)?;

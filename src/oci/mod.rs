@@ -33,8 +33,13 @@ pub(crate) struct Pinned {
     pub platform_digest: Option<String>,
     /// The layer's digest: the artifact's pin.
     pub layer: String,
-    /// The layer's `org.opencontainers.image.title`.
+    /// The layer's `org.opencontainers.image.title` (a bundle's layer: the
+    /// last part of its path).
     pub title: String,
+    /// A layer of a `bundle` image: the path in the image it holds
+    /// (`jars/<name>`, `files/<name>`), unpacked into the jars or files directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// What logs and the report show: `<reference>#<title>`.
     #[serde(skip)]
     pub display_uri: String,

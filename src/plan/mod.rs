@@ -89,6 +89,9 @@ pub(crate) struct Unpack {
     /// A staging bundle: its files are published one by one at the top of `into`
     /// (as the original init container did), not as a tree under a name.
     pub flat: bool,
+    /// A layer of a `bundle` image: what is published at `into` is this path
+    /// of the layer (a file or a tree), and the layer holds nothing else.
+    pub strip: Option<PathBuf>,
 }
 
 impl Artifact {
@@ -599,6 +602,22 @@ fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) {
     }
     a.display_uri = layer.display_uri.clone();
     a.oci = Some(layer.clone());
+    // A bundle's layer is a gzip'd tar: kept in the state directory, what it
+    // holds published under the layer's name.
+    if let (Some(path), Target::Fetch { dir, real_dir, .. }) = (&layer.path, &a.target) {
+        let (dir, real_dir) = (dir.clone(), real_dir.clone());
+        a.unpack = Some(Unpack {
+            format: crate::archive::Format::TarGz,
+            into: dir.join(&a.name),
+            flat: false,
+            strip: Some(PathBuf::from(path)),
+        });
+        a.target = Target::Fetch {
+            path: crate::layout::archive_path(&dir, &a.name),
+            dir,
+            real_dir,
+        };
+    }
 }
 
 /// Validates one declared URI; the error names the (redacted) URI and what to do.
@@ -727,6 +746,7 @@ fn archive_target(kind: Kind, last: &str, name: &str, target: Target) -> (Target
                 format,
                 into: dir.join(name),
                 flat: false,
+                strip: None,
             }),
         ),
         (_, target) => (target, None),
@@ -793,6 +813,7 @@ fn bundle(
             format: crate::archive::Format::TarGz,
             into: dir.to_owned(),
             flat: true,
+            strip: None,
         }),
         oci: None,
     })

@@ -63,6 +63,18 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
         return;
     };
     let hello_path = sb.write("hello.jar", &hello);
+    let conf = sb.write("app.conf", "spark.executor.memory=2g\n");
+    let tree = sb.root.join("tree");
+    std::fs::create_dir_all(tree.join("nested")).unwrap();
+    std::fs::write(tree.join("top.txt"), "top").unwrap();
+    std::fs::write(tree.join("nested/deep.txt"), "deep").unwrap();
+    let archive = sb.root.join("model.tar.gz");
+    ok(std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&tree)
+        .arg("."));
     let auth = sb.write("config.json", registry.docker_config(PASSWORD));
     let mount = sb.root.join("mnt");
     let host = registry.host();
@@ -73,6 +85,10 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
             .arg(&lock)
             .arg("--jars")
             .arg(format!("file://{}", s(&hello_path)))
+            .arg("--files")
+            .arg(format!("file://{}", s(&conf)))
+            .arg("--archives")
+            .arg(format!("file://{}#model", s(&archive)))
             .arg("--ca-cert")
             .arg(registry.ca_file())
             .arg("--registry-auth")
@@ -94,7 +110,7 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
     let again = bundle(&Sandbox::new());
     again
         .expect_code(0)
-        .expect_stderr(&format!("0 blobs pushed, {} already there", jars.len() + 4));
+        .expect_stderr(&format!("0 blobs pushed, {} already there", jars.len() + 6));
     assert_eq!(again.stdout.trim(), reference);
     // An index for amd64 and arm64 over the same layers.
     let (kind, index) = registry.get(
@@ -139,6 +155,14 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
         std::fs::read(mounted.join("jars/hello.jar")).unwrap(),
         hello
     );
+    assert_eq!(
+        std::fs::read(mounted.join("files/app.conf")).unwrap(),
+        std::fs::read(&conf).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(mounted.join("files/model/nested/deep.txt")).unwrap(),
+        "deep"
+    );
     let mut names: Vec<String> = std::fs::read_dir(mounted.join("jars"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -177,6 +201,83 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
         stdout.contains("class org.apache.maven.DefaultMaven"),
         "{stdout}"
     );
+
+    // The init-container path: fetch of the same reference lays out the same
+    // files, and writes the same classpath, where the image would be mounted.
+    let pod = Sandbox::new();
+    let into = pod.root.join("extra-jars");
+    let fetch = || {
+        pod.fetch()
+            .no_dirs()
+            .arg("--jars")
+            .arg(format!("oci://{reference}"))
+            .arg("--jars-dir")
+            .arg(into.join("jars"))
+            .arg("--files-dir")
+            .arg(into.join("files"))
+            .arg("--classpath-file")
+            .arg(into.join("classpath"))
+            .arg("--env-file")
+            .arg(into.join("spark-classpath.env"))
+            .arg("--report")
+            .arg(pod.root.join("report.json"))
+            .arg("--ca-cert")
+            .arg(registry.ca_file())
+            .arg("--registry-auth")
+            .arg(&auth)
+            .run()
+    };
+    fetch().expect_code(0);
+    let mut image_files = tree_of(&mounted, &["spark-localizer-sbom.cdx.json"]);
+    let mut fetched = tree_of(&into, &[]);
+    let classpath_fetched = fetched.remove("classpath").unwrap();
+    let classpath_image = image_files.remove("classpath").unwrap();
+    fetched.remove("spark-classpath.env");
+    image_files.remove("spark-classpath.env");
+    assert_eq!(
+        fetched.keys().collect::<Vec<_>>(),
+        image_files.keys().collect::<Vec<_>>()
+    );
+    assert!(fetched == image_files, "the same paths hold other bytes");
+    assert_eq!(
+        String::from_utf8(classpath_fetched).unwrap(),
+        String::from_utf8(classpath_image)
+            .unwrap()
+            .replace(&s(&mount), &s(&into)),
+        "fetch writes the image's classpath, in the same order"
+    );
+    // A rerun keeps what is there.
+    fetch()
+        .expect_code(0)
+        .expect_stderr(&format!("{} kept", jars.len() + 3));
+}
+
+/// Every file under `root` by its relative path (`/`-joined), without the
+/// state directories and the names in `skip`.
+fn tree_of(root: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with(".spark-localizer") || skip.contains(&relative.as_str()) {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                walk(root, &path, skip, out);
+            } else {
+                out.insert(relative, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, skip, &mut out);
+    out
 }
 
 #[test]
