@@ -19,7 +19,7 @@ fn ci() -> bool {
 }
 
 /// Debian's repository served by nginx; `None` (SKIP) locally when missing.
-fn debian_repo() -> Option<Nginx> {
+pub fn debian_repo() -> Option<Nginx> {
     let core = Path::new(DEBIAN_REPO).join("org/apache/maven/maven-core/3.8.7");
     if !core.is_dir() {
         assert!(
