@@ -411,7 +411,7 @@ fn sbom_of_resolve_and_fetch_lock() {
         std::fs::read(sb.jars.join(SBOM)).unwrap(),
         std::fs::read(&resolved_path).unwrap()
     );
-    // The same packages resolved in the pod give the same graph too.
+    // The same packages resolved in the pod give the same components and graph.
     let pod = Sandbox::new();
     pod.fetch()
         .args([
@@ -422,6 +422,7 @@ fn sbom_of_resolve_and_fetch_lock() {
         .run()
         .expect_code(0);
     let in_pod = validated(&python, &pod.jars.join(SBOM));
+    assert_eq!(in_pod["components"], resolved["components"]);
     assert_eq!(in_pod["dependencies"], resolved["dependencies"]);
 
     // --no-sbom, and --sbom naming another path.
