@@ -89,6 +89,14 @@ if ! "${venv}/bin/python" -c 'import google.protobuf, grpc_tools.protoc' >/dev/n
     "${venv}/bin/pip" install -q --disable-pip-version-check "protobuf==7.36.2" "grpcio-tools==1.85.1" </dev/null
 fi
 
+# The SBOM tests (tests/it/sbom.rs) validate with PyPI's cyclonedx-python-lib (the
+# CycloneDX 1.6 JSON schema, strict) and packageurl-python, in the same venv.
+if ! "${venv}/bin/python" -c 'import cyclonedx.validation.json, jsonschema, packageurl' >/dev/null 2>&1 </dev/null; then
+    echo "==> installing cyclonedx-python-lib into ${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "cyclonedx-python-lib[json-validation]==11.12.0" </dev/null
+fi
+export SPARK_LOCALIZER_TEST_CYCLONEDX_PYTHON="${PWD}/${venv}/bin/python"
+
 # A real MIT KDC for the Kerberos HDFS tests, and python-gssapi for the test HDFS's side.
 bash scripts/setup/kerberos.sh "${venv}" </dev/null
 

@@ -479,6 +479,16 @@ pub(crate) struct FetchArgs {
     #[arg(long, env = env::REPORT, value_name = "PATH")]
     pub report: Option<PathBuf>,
 
+    /// Where to write the CycloneDX SBOM of what was localized (hashes, purls, the
+    /// packages' dependency graph; no credentials) [default: <jars-dir>/spark-localizer-sbom.cdx.json;
+    /// resolve: <lock>.cdx.json beside --lock].
+    #[arg(long, env = env::SBOM, value_name = "PATH")]
+    pub sbom: Option<PathBuf>,
+
+    /// Write no SBOM (wins over --sbom).
+    #[arg(long, env = env::NO_SBOM, value_parser = BoolishValueParser::new())]
+    pub no_sbom: bool,
+
     /// Kubernetes termination-message file, written in place on failure
     /// [default: /dev/termination-log when it exists].
     #[arg(long, env = env::TERMINATION_LOG, value_name = "PATH")]

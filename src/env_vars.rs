@@ -26,6 +26,10 @@ pub(crate) const FSYNC: &str = "SPARK_LOCALIZER_FSYNC";
 pub(crate) const CLASSPATH_FILE: &str = "SPARK_LOCALIZER_CLASSPATH_FILE";
 pub(crate) const ENV_FILE: &str = "SPARK_LOCALIZER_ENV_FILE";
 pub(crate) const REPORT: &str = "SPARK_LOCALIZER_REPORT";
+/// `--sbom`.
+pub(crate) const SBOM: &str = "SPARK_LOCALIZER_SBOM";
+/// `--no-sbom`.
+pub(crate) const NO_SBOM: &str = "SPARK_LOCALIZER_NO_SBOM";
 pub(crate) const TERMINATION_LOG: &str = "SPARK_LOCALIZER_TERMINATION_LOG";
 pub(crate) const NO_PROGRESS: &str = "SPARK_LOCALIZER_NO_PROGRESS";
 pub(crate) const PROGRESS_INTERVAL: &str = "SPARK_LOCALIZER_PROGRESS_INTERVAL";

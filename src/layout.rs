@@ -25,8 +25,12 @@ pub(crate) const CLASSPATH_FILE: &str = "classpath";
 pub(crate) const ENV_FILE: &str = "spark-classpath.env";
 /// Default name of the JSON report (in the jars dir).
 pub(crate) const REPORT_FILE: &str = "spark-localizer-report.json";
+/// Default name of the CycloneDX SBOM (in the jars dir).
+pub(crate) const SBOM_FILE: &str = "spark-localizer-sbom.cdx.json";
+/// What `resolve` appends to the lockfile's path to name its SBOM.
+pub(crate) const LOCK_SBOM_SUFFIX: &str = ".cdx.json";
 /// The outputs' default names: an artifact or a bundle's file may not take them.
-pub(crate) const OUTPUT_NAMES: [&str; 3] = [CLASSPATH_FILE, ENV_FILE, REPORT_FILE];
+pub(crate) const OUTPUT_NAMES: [&str; 4] = [CLASSPATH_FILE, ENV_FILE, REPORT_FILE, SBOM_FILE];
 /// A destination name must be one plain path component.
 pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {

@@ -339,3 +339,5 @@ mod written_by_us_tests {
 
 #[cfg(test)]
 mod props;
+
+pub(crate) mod sbom;

@@ -24,8 +24,8 @@ use crate::oci::{Reference, Registry};
 use crate::output;
 use crate::retry::{Backoff, RetryPolicy};
 
-/// The SBOM `fetch` writes beside its report, carried into the image as is.
-const SBOM_FILE: &str = "spark-localizer-sbom.cdx.json";
+/// The SBOM `fetch` writes, carried into the image as is.
+const SBOM_FILE: &str = crate::layout::SBOM_FILE;
 
 /// Runs `bundle` and returns the exit code.
 pub(crate) async fn run(
@@ -41,10 +41,11 @@ pub(crate) async fn run(
         ("files_dir", "--files-dir"),
         ("classpath_file", "--classpath-file"),
         ("env_file", "--env-file"),
+        ("sbom", "--sbom"),
     ] {
         if origins.is_explicit(id) {
             problems.push_message(format!(
-                "{flag} is not for bundle: it lays the files out in a directory of its own and names them under --mount-path in the image"
+                "{flag} is not for bundle: it lays out a directory of its own, and the image holds the classpath outputs and the SBOM at its root, naming the files under --mount-path"
             ));
         }
     }
@@ -70,6 +71,8 @@ pub(crate) async fn run(
     let mut fetch = args.fetch.clone();
     fetch.jars_dir = Some(root.join("jars"));
     fetch.files_dir = Some(root.join("files"));
+    // The image's SBOM (unless --no-sbom), wherever --sbom would put fetch's.
+    fetch.sbom = Some(root.join(SBOM_FILE));
     let cancel = stop_on_signals();
     let code = super::fetch::run_until(&fetch, origins, log_format, cancel.clone()).await;
     if code != ExitCode::Ok {
@@ -293,10 +296,11 @@ fn outputs(root: &Path, mount: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
             output::env_text(&entries).into_bytes(),
         ),
     ];
-    match std::fs::read(jars.join(SBOM_FILE)) {
+    match std::fs::read(root.join(SBOM_FILE)) {
         Ok(sbom) => files.push((SBOM_FILE.to_owned(), sbom)),
+        // --no-sbom.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", jars.join(SBOM_FILE).display())),
+        Err(e) => return Err(format!("{}: {e}", root.join(SBOM_FILE).display())),
     }
     files.sort();
     Ok(files)

@@ -267,7 +267,7 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
         let _ = writeln!(out, "  properties file  {}", p.display());
     }
     let from = |setting: &Setting| origins.origin(setting.id, setting.env);
-    let rows: [(&Setting, String, Origin); 15] = [
+    let rows: [(&Setting, String, Origin); 16] = [
         (
             &table::JARS_DIR,
             s.jars_dir.value.display().to_string(),
@@ -341,6 +341,10 @@ fn describe_settings(out: &mut String, s: &Settings, origins: &ArgOrigins) {
             s.report.display().to_string(),
             from(&table::REPORT),
         ),
+        match &s.sbom {
+            Some(path) => (&table::SBOM, path.display().to_string(), from(&table::SBOM)),
+            None => (&table::SBOM, "none".to_owned(), from(&table::NO_SBOM)),
+        },
         (
             &table::TERMINATION_LOG,
             s.termination_log

@@ -50,10 +50,11 @@ pub(crate) enum NotReady {
     Unresolved(ExitCode, String, Outputs),
 }
 
-/// Where a run writes its report and classpath outputs.
+/// Where a run writes its report, classpath outputs and SBOM.
 pub(crate) struct Outputs {
     pub report: std::path::PathBuf,
     pub classpath: [std::path::PathBuf; 2],
+    pub sbom: Option<std::path::PathBuf>,
 }
 
 impl Outputs {
@@ -61,6 +62,7 @@ impl Outputs {
         Outputs {
             report: settings.report.clone(),
             classpath: [settings.classpath_file.clone(), settings.env_file.clone()],
+            sbom: settings.sbom.clone(),
         }
     }
 
@@ -80,6 +82,7 @@ impl Outputs {
                 or_in_jars_dir(&args.classpath_file, layout::CLASSPATH_FILE),
                 or_in_jars_dir(&args.env_file, layout::ENV_FILE),
             ],
+            sbom: (!args.no_sbom).then(|| or_in_jars_dir(&args.sbom, layout::SBOM_FILE)),
         }
     }
 }
@@ -389,6 +392,9 @@ fn unresolved(
             info!("removed {} written by an earlier run", stale.display());
         }
     }
+    if let Some(stale) = &outputs.sbom {
+        remove_sbom(stale);
+    }
     let text = output::termination_text(message, &[]);
     let path = crate::config::termination_log(args.termination_log.as_deref());
     write_termination(path.as_deref(), &text);
@@ -684,6 +690,7 @@ pub(crate) async fn run_until(
     let classpath_ours = [&settings.classpath_file, &settings.env_file]
         .iter()
         .all(|p| ours(p));
+    let sbom_ours = settings.sbom.as_deref().is_some_and(ours);
     let report_ours = ours(&settings.report);
     let outputs = Outputs::of(&settings);
     let length = settings.deadline.value;
@@ -693,7 +700,7 @@ pub(crate) async fn run_until(
         std::mem::take(&mut run.outcomes),
         (resolution, diagnosis),
         verdict,
-        (classpath_ours, report_ours, started),
+        (classpath_ours, sbom_ours, report_ours, started),
     );
     // After a stop (the deadline passed, a signal came) the report of it is
     // still written, within a second.
@@ -716,26 +723,30 @@ pub(crate) async fn run_until(
             return unresolved(args, code, &message, &outputs, started.elapsed())
         }
     };
-    let outcomes = &outcomes;
-    let elapsed = started.elapsed();
-    let classpath_outputs = [&settings.classpath_file, &settings.env_file];
-    summarize(outcomes, elapsed);
+    summarize(&outcomes, started.elapsed());
     if verdict.code != ExitCode::Ok {
-        // Outputs of an earlier successful run would name files this run removed.
-        for (stale, env) in classpath_outputs.into_iter().zip([false, true]) {
-            if ours(stale)
-                && output::written_by_us(stale, env)
-                && std::fs::remove_file(stale).is_ok()
-            {
-                info!("removed {} written by an earlier run", stale.display());
-            }
-        }
-        write_termination(
-            settings.termination_log.as_deref(),
-            &output::termination_text(&verdict.headline, &verdict.failures),
-        );
+        failed(&settings, &verdict, ours);
     }
     verdict.code
+}
+
+/// After a failed run: an earlier successful run's classpath outputs and SBOM
+/// would name files this run removed, so those that are ours go; the
+/// termination message is written.
+fn failed(settings: &Settings, verdict: &Verdict, ours: impl Fn(&Path) -> bool) {
+    let classpath_outputs = [&settings.classpath_file, &settings.env_file];
+    for (stale, env) in classpath_outputs.into_iter().zip([false, true]) {
+        if ours(stale) && output::written_by_us(stale, env) && std::fs::remove_file(stale).is_ok() {
+            info!("removed {} written by an earlier run", stale.display());
+        }
+    }
+    if let Some(stale) = settings.sbom.as_deref().filter(|p| ours(p)) {
+        remove_sbom(stale);
+    }
+    write_termination(
+        settings.termination_log.as_deref(),
+        &output::termination_text(&verdict.headline, &verdict.failures),
+    );
 }
 
 /// What writes the classpath outputs (when every artifact was localized and
@@ -750,9 +761,14 @@ fn write_outputs(
         Option<crate::doctor::Diagnosis>,
     ),
     mut verdict: Verdict,
-    (classpath_ours, report_ours, started): (bool, bool, Instant),
+    (classpath_ours, sbom_ours, report_ours, started): (bool, bool, bool, Instant),
 ) -> impl FnOnce() -> (Settings, Vec<Outcome>, Verdict) + Send + 'static {
     move || {
+        if verdict.code == ExitCode::Ok && sbom_ours {
+            // The packages resolved in this run, or the lockfile's.
+            let packages = resolution.as_ref().or(settings.packages.locked.as_ref());
+            write_sbom(&settings, &plan, &outcomes, packages, &mut verdict);
+        }
         if verdict.code == ExitCode::Ok && classpath_ours {
             if let Err(e) = write_classpath(&settings, &plan, &outcomes) {
                 verdict.output_failed(
@@ -951,6 +967,38 @@ fn write_report(
             ),
             "every artifact was localized, but the report could not be written",
         );
+    }
+}
+
+/// The SBOM, when every artifact was localized (a failure is exit 6, and then
+/// the classpath outputs are not written either).
+fn write_sbom(
+    settings: &Settings,
+    plan: &Plan,
+    outcomes: &[Outcome],
+    packages: Option<&crate::maven::Resolution>,
+    verdict: &mut Verdict,
+) {
+    let Some(path) = &settings.sbom else {
+        return;
+    };
+    let bom = output::sbom::document(plan, outcomes, packages);
+    if let Err(e) = layout::write_atomic(path, &bom.to_json(), settings.fsync) {
+        verdict.output_failed(
+            format!(
+                "cannot write the SBOM {}: {e}; check the volume mount or --sbom",
+                path.display()
+            ),
+            "every artifact was localized, but the SBOM could not be written",
+        );
+    }
+}
+
+/// Removes an SBOM an earlier run wrote at `path` (it would describe files
+/// this run does not vouch for); a file of someone else's is left alone.
+fn remove_sbom(path: &Path) {
+    if output::sbom::written_by_us(path) && std::fs::remove_file(path).is_ok() {
+        info!("removed {} written by an earlier run", path.display());
     }
 }
 

@@ -1,6 +1,7 @@
 //! `spark-localizer resolve`: resolve `--packages` once, download every jar to
 //! verify it and pin its sha256, and write the lockfile `fetch --lock` fetches
-//! (to `--lock FILE`, atomically, else stdout).
+//! (to `--lock FILE`, atomically, else stdout), and its CycloneDX SBOM (to
+//! `--sbom PATH`, else `<lock>.cdx.json` beside the lockfile).
 
 use std::io::Write;
 
@@ -86,6 +87,35 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
             }
         }
     }
+    match sbom_path(args, output.as_deref()) {
+        Some(path) => write_sbom(&path, &locked),
+        None => ExitCode::Ok,
+    }
+}
+
+/// Where `resolve` writes the SBOM: `--sbom`, else beside the lockfile as
+/// `<lock>.cdx.json`; none with `--no-sbom`, or when the lockfile goes to stdout
+/// and no `--sbom` is given.
+fn sbom_path(args: &FetchArgs, lock: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    if args.no_sbom {
+        return None;
+    }
+    args.sbom.clone().or_else(|| {
+        lock.map(|lock| {
+            let mut name = lock.as_os_str().to_owned();
+            name.push(crate::layout::LOCK_SBOM_SUFFIX);
+            name.into()
+        })
+    })
+}
+
+fn write_sbom(path: &std::path::Path, locked: &[crate::maven::lock::Locked]) -> ExitCode {
+    let bom = crate::output::sbom::of_lock(locked);
+    if let Err(e) = write_atomically(path, &bom.to_json()) {
+        error!("cannot write the SBOM {}: {e}", path.display());
+        return ExitCode::LocalIo;
+    }
+    info!("wrote {}", path.display());
     ExitCode::Ok
 }
 

@@ -79,6 +79,8 @@ pub(crate) struct Settings {
     pub classpath_file: PathBuf,
     pub env_file: PathBuf,
     pub report: PathBuf,
+    /// The CycloneDX SBOM (`None` with `--no-sbom`).
+    pub sbom: Option<PathBuf>,
     pub termination_log: Option<PathBuf>,
     pub properties_file: Option<PathBuf>,
     pub no_progress: bool,
@@ -211,11 +213,11 @@ impl Settings {
             properties.as_ref(),
         );
         let staging = staging::settings(args, &layers, problems);
-        let packages = packages::settings(args, &layers, problems);
+        let mut packages = packages::settings(args, &layers, problems);
         let mut jars = jars;
-        if let Some(lock) = &packages.lock {
-            packages::load_lock(
-                lock,
+        if let Some(lock) = packages.lock.clone() {
+            packages.locked = packages::load_lock(
+                &lock,
                 packages.request.as_ref(),
                 args.repository_credentials_dir.as_deref(),
                 &mut jars,
@@ -238,6 +240,11 @@ impl Settings {
                 .report
                 .clone()
                 .unwrap_or_else(|| in_jars_dir(crate::layout::REPORT_FILE)),
+            sbom: (!args.no_sbom).then(|| {
+                args.sbom
+                    .clone()
+                    .unwrap_or_else(|| in_jars_dir(crate::layout::SBOM_FILE))
+            }),
             termination_log: termination_log(args.termination_log.as_deref()),
             jars,
             files,

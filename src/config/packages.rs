@@ -21,6 +21,9 @@ pub(crate) struct PackagesSettings {
     pub origin: Origin,
     /// A lockfile given with `--lock`: its path and its `# packages:` line.
     pub lock: Option<Sourced<PathBuf>>,
+    /// The jars the lockfile pins, with the coordinate and path its comments
+    /// give each (for the SBOM).
+    pub locked: Option<crate::maven::Resolution>,
 }
 
 /// Reads `--packages`, `--repositories`, `--exclude-packages`,
@@ -128,6 +131,7 @@ pub(crate) fn settings(
         request,
         origin,
         lock,
+        locked: None,
     }
 }
 
@@ -203,7 +207,8 @@ fn apply_credentials(dir: &std::path::Path, url: &mut url::Url) -> Result<(), St
 /// `fetch --lock FILE`: every entry of the lockfile becomes a jar (its URL with
 /// the `#name` Spark gives `--packages` jars), pinned by the lockfile's sha256;
 /// the pins join `--checksums`'. A lockfile for other packages than the ones
-/// declared is refused (run `resolve` again).
+/// declared is refused (run `resolve` again). Returns the jars the lockfile
+/// pins, as its comments describe them.
 pub(crate) fn load_lock(
     lock: &Sourced<PathBuf>,
     declared: Option<&Request>,
@@ -211,7 +216,7 @@ pub(crate) fn load_lock(
     jars: &mut Vec<Declared>,
     checksums: &mut Option<Sourced<Checksums>>,
     problems: &mut Problems,
-) {
+) -> Option<crate::maven::Resolution> {
     let path = &lock.value;
     let invalid = |reason: String| ConfigError::Invalid {
         what: format!("{} {}", lock.origin, path.display()),
@@ -223,19 +228,19 @@ pub(crate) fn load_lock(
             problems.push(invalid(format!(
                 "cannot read the lockfile: {e}; check --lock and that its ConfigMap is mounted"
             )));
-            return;
+            return None;
         }
     };
     let pins = match Checksums::parse_lockfile(&text, &path.display().to_string()) {
         Ok(pins) => pins,
         Err(e) => {
             problems.push(e);
-            return;
+            return None;
         }
     };
     if let Err(why) = pins_as_said(&text, pins.len()) {
         problems.push(invalid(why));
-        return;
+        return None;
     }
     if let Some(request) = declared {
         let locked: Option<Vec<String>> = text
@@ -246,7 +251,7 @@ pub(crate) fn load_lock(
             problems.push(invalid(
                 "it has no '# packages:' line, so it cannot be checked against the declared packages; run `spark-localizer resolve` again".into(),
             ));
-            return;
+            return None;
         }
         let mut wanted: Vec<String> = request.packages.iter().map(ToString::to_string).collect();
         wanted.sort();
@@ -261,7 +266,7 @@ pub(crate) fn load_lock(
                         wanted.join(",")
                     ),
                 });
-                return;
+                return None;
             }
         }
     }
@@ -287,7 +292,7 @@ pub(crate) fn load_lock(
                     what: format!("--repository-credentials-dir {}", dir.display()),
                     reason,
                 });
-                return;
+                return None;
             }
         }
         let uri = uri.to_string();
@@ -311,6 +316,7 @@ pub(crate) fn load_lock(
             })
         }
     }
+    Some(crate::maven::lock::read(&text))
 }
 
 /// Whether a lockfile holds as many pins as its `# jars:` line says, and some

@@ -199,6 +199,8 @@ pub(crate) const CLASSPATH_FILE: Setting =
     setting("classpath file", "classpath_file", env::CLASSPATH_FILE, &[]);
 pub(crate) const ENV_FILE: Setting = setting("env file", "env_file", env::ENV_FILE, &[]);
 pub(crate) const REPORT: Setting = setting("report", "report", env::REPORT, &[]);
+pub(crate) const SBOM: Setting = setting("sbom", "sbom", env::SBOM, &[]);
+pub(crate) const NO_SBOM: Setting = setting("no sbom", "no_sbom", env::NO_SBOM, &[]);
 pub(crate) const TERMINATION_LOG: Setting = setting(
     "termination log",
     "termination_log",
@@ -235,6 +237,8 @@ pub(crate) const ALL: &[Setting] = &[
     CLASSPATH_FILE,
     ENV_FILE,
     REPORT,
+    SBOM,
+    NO_SBOM,
     TERMINATION_LOG,
     CHECKSUMS,
     PACKAGES,

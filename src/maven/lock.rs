@@ -92,6 +92,68 @@ pub(crate) fn lock_url(url: &url::Url) -> String {
     bare.to_string()
 }
 
+/// The jars a lockfile pins, as a resolution (for the SBOM of `fetch --lock`):
+/// each entry's coordinate and path from the comment line before it
+/// (`# g:a:v[:classifier] (N bytes) from REPO via A <- B <- --packages`), its URL
+/// without the `#name`. An entry without such a comment is left out (the
+/// artifact is then described by its URL alone); nothing here is trusted: the
+/// lockfile's pins are checked elsewhere.
+pub(crate) fn read(text: &str) -> Resolution {
+    let mut jars = Vec::new();
+    let mut comment: Option<&str> = None;
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        if let Some(rest) = line.strip_prefix("# ") {
+            comment = Some(rest);
+            continue;
+        }
+        let said = comment.take();
+        let Some((_, entry)) = line.split_once("  ") else {
+            continue;
+        };
+        let (Some(said), Ok(mut url)) = (said, url::Url::parse(entry.trim())) else {
+            continue;
+        };
+        url.set_fragment(None);
+        if let Some(jar) = entry_of(said, url) {
+            jars.push(jar);
+        }
+    }
+    let repositories = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# repositories: "))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    Resolution {
+        jars,
+        evicted: Vec::new(),
+        tree: Vec::new(),
+        repositories,
+    }
+}
+
+/// One lockfile entry from its comment (`g:a:v[:c] (N bytes) from REPO via PATH`).
+fn entry_of(comment: &str, url: url::Url) -> Option<Resolved> {
+    let (coordinate, rest) = comment.split_once(" (")?;
+    let coord = super::coord::Coord::parse_package(coordinate).ok()?;
+    let (_, from) = rest.split_once(") from ")?;
+    let (repo, via) = from.rsplit_once(" via ")?;
+    // Nearest first, ending with `--packages`: the path is root first.
+    let mut path: Vec<String> = via
+        .split(" <- ")
+        .filter(|m| *m != "--packages")
+        .map(str::to_owned)
+        .collect();
+    path.reverse();
+    Some(Resolved {
+        coord,
+        repo: repo.to_owned(),
+        url,
+        path,
+        sha1: None,
+    })
+}
+
 /// The lockfile text.
 pub(crate) fn render(request: &Request, repositories: &[String], locked: &[Locked]) -> String {
     let mut out = String::new();
@@ -133,4 +195,46 @@ pub(crate) fn render(request: &Request, repositories: &[String], locked: &[Locke
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_gives_back_what_render_wrote() {
+        let text = "\
+# spark-localizer lockfile: the jars of --packages, pinned (fetch them with `spark-localizer fetch --lock FILE`).
+# packages: org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4
+# repositories: http://127.0.0.1:18090/
+# resolution: spark
+# jars: 3
+# org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4 (203901 bytes) from http://127.0.0.1:18090/ via --packages
+2b49db9d9de0fa6833af8a9d2fe6d694c45ca63a7c575337ede2e6e93613603c  http://127.0.0.1:18090/org/eclipse/sisu/org.eclipse.sisu.plexus/0.3.4/org.eclipse.sisu.plexus-0.3.4.jar#org.eclipse.sisu_org.eclipse.sisu.plexus-0.3.4.jar
+# org.slf4j:slf4j-api:debian (42138 bytes) from http://127.0.0.1:18090/ via org.eclipse.sisu:org.eclipse.sisu.inject:debian <- org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4 <- --packages
+56e282b3c99c142c52b43b19e70ccbce83114a9fe05fe798e703b8353d06eb5f  http://127.0.0.1:18090/org/slf4j/slf4j-api/debian/slf4j-api-debian.jar#org.slf4j_slf4j-api-debian.jar
+# a hand-edited entry: no coordinate
+56e282b3c99c142c52b43b19e70ccbce83114a9fe05fe798e703b8353d06eb5f  http://127.0.0.1:18090/x.jar#x.jar
+";
+        let r = read(text);
+        assert_eq!(r.repositories, ["http://127.0.0.1:18090/"]);
+        assert_eq!(r.jars.len(), 2);
+        assert_eq!(
+            r.jars[0].coord.to_string(),
+            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4"
+        );
+        assert!(r.jars[0].path.is_empty());
+        assert_eq!(
+            r.jars[1].path,
+            [
+                "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+                "org.eclipse.sisu:org.eclipse.sisu.inject:debian"
+            ]
+        );
+        assert_eq!(
+            r.jars[1].coord.spark_name(),
+            "org.slf4j_slf4j-api-debian.jar"
+        );
+        assert_eq!(r.jars[1].url.fragment(), None);
+    }
 }

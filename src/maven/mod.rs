@@ -168,7 +168,7 @@ pub(crate) struct Resolved {
 }
 
 /// The outcome of a resolution.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Resolution {
     pub jars: Vec<Resolved>,
     /// `requested -> chosen (path)`, for the report.

@@ -180,6 +180,9 @@ fn reserved_paths(settings: &Settings) -> Vec<(&PathBuf, &'static str)> {
         (&settings.env_file, "--env-file"),
         (&settings.report, "--report"),
     ];
+    if let Some(sbom) = &settings.sbom {
+        paths.push((sbom, "--sbom"));
+    }
     if let Some(log) = &settings.termination_log {
         paths.push((log, "--termination-log"));
     }

@@ -52,7 +52,7 @@ pub(crate) fn check_bundle(entries: &[(PathBuf, EntryKind)]) -> Result<(), Strin
             EntryKind::File => crate::layout::bundle_file_name(path),
         }
         .and_then(|name| match crate::layout::OUTPUT_NAMES.contains(&name) {
-            true => Err("is the name of an output of fetch (the classpath file, the env snippet or the report)"),
+            true => Err("is the name of an output of fetch (the classpath file, the env snippet, the report or the SBOM)"),
             false => Ok(name),
         });
         if let Err(why) = why {

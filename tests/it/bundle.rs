@@ -171,6 +171,24 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
     let mut expected: Vec<String> = jars.keys().cloned().chain(["hello.jar".into()]).collect();
     expected.sort();
     assert_eq!(names, expected, "the image holds exactly the jars");
+    // The SBOM in the image validates and lists every jar with its hash and purl.
+    let sha = |bytes: &[u8]| crate::support::sha256_hex(bytes);
+    if let Some(python) = crate::sbom::validator() {
+        let bom = crate::sbom::validated(&python, &mounted.join("spark-localizer-sbom.cdx.json"));
+        for (name, source) in &jars {
+            let c = bom["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["bom-ref"] == format!("jars/{name}"))
+                .unwrap_or_else(|| panic!("no component for {name}: {bom:#}"));
+            assert_eq!(
+                c["hashes"][0]["content"],
+                sha(&std::fs::read(source).unwrap())
+            );
+            assert!(c["purl"].as_str().unwrap().starts_with("pkg:maven/"), "{c}");
+        }
+    }
     // The classpath names every jar under the mount path, in declared order.
     let classpath = std::fs::read_to_string(mounted.join("classpath")).unwrap();
     let entries: Vec<&str> = classpath.trim_end().split(':').collect();
@@ -229,7 +247,7 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
     };
     fetch().expect_code(0);
     let mut image_files = tree_of(&mounted, &["spark-localizer-sbom.cdx.json"]);
-    let mut fetched = tree_of(&into, &[]);
+    let mut fetched = tree_of(&into, &["jars/spark-localizer-sbom.cdx.json"]);
     let classpath_fetched = fetched.remove("classpath").unwrap();
     let classpath_image = image_files.remove("classpath").unwrap();
     fetched.remove("spark-classpath.env");
@@ -246,6 +264,18 @@ fn a_lock_becomes_an_image_that_podman_mounts_byte_exact_with_the_same_digest_ev
             .replace(&s(&mount), &s(&into)),
         "fetch writes the image's classpath, in the same order"
     );
+    // Its SBOM names the jars the layers held, by their own hashes.
+    let report_sbom: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(into.join("jars/spark-localizer-sbom.cdx.json")).unwrap(),
+    )
+    .unwrap();
+    let hello_component = report_sbom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["bom-ref"] == "jars/hello.jar")
+        .unwrap();
+    assert_eq!(hello_component["hashes"][0]["content"], sha(&hello));
     // A rerun keeps what is there.
     fetch()
         .expect_code(0)

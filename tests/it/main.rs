@@ -35,6 +35,7 @@ mod restart;
 mod resume;
 mod s3;
 mod s3_harness;
+mod sbom;
 mod scheduling;
 mod secrets;
 mod snapshots;

@@ -262,7 +262,7 @@ fn member(path: &Path) -> Result<(Member, u64), UploadError> {
 fn entry_name_ok(name: &str) -> Result<(), &'static str> {
     crate::layout::check_name(name)?;
     if crate::layout::OUTPUT_NAMES.contains(&name) {
-        return Err("is the name of an output of fetch (the classpath file, the env snippet or the report), which the staging server refuses");
+        return Err("is the name of an output of fetch (the classpath file, the env snippet, the report or the SBOM), which the staging server refuses");
     }
     let b = name.as_bytes();
     if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {

@@ -277,6 +277,7 @@ impl Sandbox {
             "classpath",
             "spark-classpath.env",
             "spark-localizer-report.json",
+            "spark-localizer-sbom.cdx.json",
             ".spark-localizer",
         ];
         let mut names: Vec<String> = std::fs::read_dir(&self.jars)
