@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures_util::TryStreamExt as _;
 use tracing::{info, warn};
 
-use crate::cli::{ArgOrigins, BundleArgs, LogFormat};
+use crate::cli::{ArgOrigins, BundleArgs, FetchArgs, LogFormat};
 use crate::cmd::deadline::Phase;
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{config_failure, stop_on_signals, stopped};
@@ -27,62 +27,42 @@ use crate::retry::{Backoff, RetryPolicy};
 /// The SBOM `fetch` writes, carried into the image as is.
 const SBOM_FILE: &str = crate::layout::SBOM_FILE;
 
+/// What a bundle is made from, checked before any traffic.
+struct Job {
+    target: Reference,
+    mount: String,
+    /// The working directory (canonical), removed with `_work`.
+    root: PathBuf,
+    _work: tempfile::TempDir,
+    /// `fetch`'s arguments, laying out under `root`.
+    fetch: FetchArgs,
+    settings: Settings,
+    registry: Registry,
+}
+
 /// Runs `bundle` and returns the exit code.
 pub(crate) async fn run(
     args: &BundleArgs,
     origins: &ArgOrigins,
     log_format: LogFormat,
 ) -> ExitCode {
-    let mut problems = Problems::default();
-    let target = target(&args.target, &mut problems);
-    let mount = mount_path(&args.mount_path, &mut problems);
-    for (id, flag) in [
-        ("jars_dir", "--jars-dir"),
-        ("files_dir", "--files-dir"),
-        ("classpath_file", "--classpath-file"),
-        ("env_file", "--env-file"),
-        ("sbom", "--sbom"),
-    ] {
-        if origins.is_explicit(id) {
-            problems.push_message(format!(
-                "{flag} is not for bundle: it lays out a directory of its own, and the image holds the classpath outputs and the SBOM at its root, naming the files under --mount-path"
-            ));
-        }
-    }
-    let work = match tempfile::Builder::new()
-        .prefix("spark-localizer-bundle.")
-        .tempdir()
-        .and_then(|w| Ok((w.path().canonicalize()?, w)))
-    {
-        Ok(work) => Some(work),
-        Err(e) => {
-            problems.push_message(format!(
-                "cannot make a working directory in {} (TMPDIR): {e}",
-                std::env::temp_dir().display()
-            ));
-            None
-        }
+    let Job {
+        target,
+        mount,
+        root,
+        _work,
+        fetch,
+        settings,
+        registry,
+    } = match job(args, origins) {
+        Ok(job) => job,
+        Err(problems) => return config_failure(&args.fetch, &problems, true),
     };
-    let (Some(target), Some(mount), Some((root, _work)), true) =
-        (target, mount, work, problems.is_empty())
-    else {
-        return config_failure(&args.fetch, &problems, true);
-    };
-    let mut fetch = args.fetch.clone();
-    fetch.jars_dir = Some(root.join("jars"));
-    fetch.files_dir = Some(root.join("files"));
-    // The image's SBOM (unless --no-sbom), wherever --sbom would put fetch's.
-    fetch.sbom = Some(root.join(SBOM_FILE));
     let cancel = stop_on_signals();
     let code = super::fetch::run_until(&fetch, origins, log_format, cancel.clone()).await;
     if code != ExitCode::Ok {
         return code;
     }
-    let settings = Settings::resolve(&fetch, origins, &mut problems);
-    let registry = match registry(&settings, &mut problems) {
-        Some(registry) if problems.is_empty() => registry,
-        _ => return config_failure(&args.fetch, &problems, true),
-    };
     // The layers: CPU-bound (gzip), on a blocking thread, within the deadline.
     let stop = Arc::new(AtomicBool::new(false));
     let packing = {
@@ -113,7 +93,13 @@ pub(crate) async fn run(
     );
     let shown = format!("oci://{}/{}", target.registry, target.repository);
     let pushing = push(&registry, &settings, &target, &layers, &image);
-    match crate::cmd::deadline::within_here(&settings, Some(&cancel), &shown, pushing).await {
+    let pushed = crate::cmd::deadline::stoppable(
+        settings.deadline.value,
+        Some(&cancel),
+        (&shown, Phase::Pushing),
+        pushing,
+    );
+    match pushed.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             let code = if e.kind == FaultKind::Integrity {
@@ -131,24 +117,97 @@ pub(crate) async fn run(
         target.registry, target.repository, image.index.digest
     );
     info!(
-        "pushed {shown}:{} ({} layers): mount {reference} at {mount}",
+        "pushed {shown}:{} ({} layer{}): mount {reference} at {mount}",
         target.reference(),
-        layers.len()
+        layers.len(),
+        if layers.len() == 1 { "" } else { "s" }
     );
     println!("{reference}");
     ExitCode::Ok
+}
+
+/// The target, the mount path, the working directory, `fetch`'s settings and
+/// the registry client: every problem with them, before any traffic.
+fn job(args: &BundleArgs, origins: &ArgOrigins) -> Result<Job, Problems> {
+    let mut problems = Problems::default();
+    let target = target(&args.target, &mut problems);
+    let mount = mount_path(&args.mount_path, &mut problems);
+    for (id, flag) in [
+        ("jars_dir", "--jars-dir"),
+        ("files_dir", "--files-dir"),
+        ("classpath_file", "--classpath-file"),
+        ("env_file", "--env-file"),
+        ("sbom", "--sbom"),
+    ] {
+        if origins.is_explicit(id) {
+            problems.push_message(format!(
+                "{flag} is not for bundle: it lays out a directory of its own, and the image holds the classpath outputs and the SBOM at its root, naming the files under --mount-path"
+            ));
+        }
+    }
+    let work = tempfile::Builder::new()
+        .prefix("spark-localizer-bundle.")
+        .tempdir()
+        .and_then(|w| Ok((w.path().canonicalize()?, w)))
+        .map_err(|e| {
+            problems.push_message(format!(
+                "cannot make a working directory in {} (TMPDIR): {e}",
+                std::env::temp_dir().display()
+            ))
+        });
+    let (Some(target), Some(mount), Ok((root, work)), true) =
+        (target, mount, work, problems.is_empty())
+    else {
+        return Err(problems);
+    };
+    let mut fetch = args.fetch.clone();
+    fetch.jars_dir = Some(root.join("jars"));
+    fetch.files_dir = Some(root.join("files"));
+    // The image's SBOM (unless --no-sbom), wherever --sbom would put fetch's.
+    fetch.sbom = Some(root.join(SBOM_FILE));
+    let settings = Settings::resolve(&fetch, origins, &mut problems);
+    let declared = [&settings.jars, &settings.files, &settings.archives]
+        .iter()
+        .any(|list| !list.is_empty())
+        || settings.packages.request.is_some();
+    let files = settings.files.len() + settings.archives.len();
+    if files >= MAX_LAYERS {
+        problems.push_message(too_many(files));
+    }
+    if problems.is_empty() && !declared {
+        problems.push_message(
+            "nothing to bundle: give --lock, --jars, --files, --archives or --packages (or their SPARK_LOCALIZER_* twins); an image of nothing would start the job without its jars".to_owned(),
+        );
+    }
+    match registry(&settings, &mut problems) {
+        Some(registry) if problems.is_empty() => Ok(Job {
+            target,
+            mount,
+            root,
+            _work: work,
+            fetch,
+            settings,
+            registry,
+        }),
+        _ => Err(problems),
+    }
 }
 
 /// The image's reference: a tag (a digest is what the push makes).
 fn target(raw: &str, problems: &mut Problems) -> Option<Reference> {
     let parsed = Reference::parse(raw).map_err(|why| {
         problems.push_message(format!(
-            "invalid target {}: {why}; give oci://REGISTRY/REPO:TAG",
-            crate::util::redact::scrub(raw)
+            "invalid target: {}; give oci://REGISTRY/REPO:TAG",
+            crate::util::redact::scrub(&why)
         ))
     });
     let r = parsed.ok()?;
-    if r.reference().starts_with("sha256:") || r.file.is_some() {
+    // The tag is said, not `latest` by default: pods name the digest, people the tag.
+    let tagged = raw
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.split('#').next().unwrap_or_default().contains(':'));
+    if r.reference().starts_with("sha256:") || r.file.is_some() || !tagged {
         problems.push_message(format!(
             "invalid target {}: give a tag (oci://REGISTRY/REPO:TAG, no #file); bundle prints the digest it pushed",
             crate::util::redact::scrub(raw)
@@ -163,14 +222,16 @@ fn target(raw: &str, problems: &mut Problems) -> Option<Reference> {
 fn mount_path(path: &Path, problems: &mut Problems) -> Option<String> {
     let text = path.to_str().unwrap_or_default();
     let normal = text.starts_with('/')
+        && text.len() < 4096
+        && !text.chars().any(char::is_control)
         && text.len() > 1
         && text[1..]
             .split('/')
             .all(|part| !part.is_empty() && part != "." && part != "..");
     if !normal || text.contains([':', '\n', '\r']) {
         problems.push_message(format!(
-            "--mount-path {}: give the absolute path pods mount the image at (no '.', '..', '//', trailing '/' or ':'), e.g. /opt/spark/extra-jars",
-            path.display()
+            "--mount-path {}: give the absolute path pods mount the image at (no '.', '..', '//', trailing '/', ':' or control characters; under 4096 bytes), e.g. /opt/spark/extra-jars",
+            crate::util::text::escape_controls(&path.to_string_lossy())
         ));
         return None;
     }
@@ -217,21 +278,39 @@ fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, Strin
             .split(':')
             .position(|entry| entry == path)
     };
-    for dir in ["jars", "files"] {
-        let mut names = laid_out(&root.join(dir))?;
-        if dir == "jars" {
-            names.sort_by_cached_key(|name| (position(name).unwrap_or(usize::MAX), name.clone()));
-        }
-        for name in names {
-            let at = format!("{dir}/{name}");
-            let blob = blobs.join(format!("{}.tar.gz", layers.len()));
-            let from = root.join(dir).join(&name);
-            let content = Content::Tree {
-                from: &from,
-                at: &at,
-            };
-            layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
-        }
+    let mut names = laid_out(&jars)?;
+    names.sort_by_cached_key(|name| (position(name).unwrap_or(usize::MAX), name.clone()));
+    let files = laid_out(&root.join("files"))?;
+    let Some(groups) = jar_groups(names.len(), files.len()) else {
+        return Err(too_many(files.len()));
+    };
+    let mut at = 0;
+    for size in groups {
+        let group = &names[at..at + size];
+        at += size;
+        let blob = blobs.join(format!("{}.tar.gz", layers.len()));
+        let content = match group {
+            [one] => Content::Tree {
+                from: &jars.join(one),
+                at: &format!("jars/{one}"),
+            },
+            many => Content::Group {
+                dir: &jars,
+                names: many,
+                at: "jars",
+            },
+        };
+        layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
+    }
+    for name in files {
+        let blob = blobs.join(format!("{}.tar.gz", layers.len()));
+        let from = root.join("files").join(&name);
+        let at = format!("files/{name}");
+        let content = Content::Tree {
+            from: &from,
+            at: &at,
+        };
+        layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
     }
     let last = outputs(root, mount)?;
     let blob = blobs.join("outputs.tar.gz");
@@ -239,6 +318,35 @@ fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, Strin
         image::write_layer(&Content::Outputs(&last), &blob, stop).map_err(|e| e.to_string())?,
     );
     Ok(layers)
+}
+
+/// The most layers of files an image gets (its classpath layer is one more):
+/// container runtimes stack at most 128 (Docker's overlay2) to 500 (the
+/// kernel's overlayfs) layers, and fewer long paths fit a mount's options.
+pub(crate) const MAX_LAYERS: usize = 100;
+
+/// How many jars each jars layer holds, in classpath order: one each while
+/// every jar and file fits in [`MAX_LAYERS`], else the jars in as many even
+/// groups as the layers the files leave (`None` when the files alone take
+/// them all).
+fn jar_groups(jars: usize, files: usize) -> Option<Vec<usize>> {
+    if jars + files <= MAX_LAYERS {
+        return Some(vec![1; jars]);
+    }
+    let layers = MAX_LAYERS.checked_sub(files).filter(|n| *n > 0)?;
+    let per = jars.div_ceil(layers);
+    let mut groups = vec![per; jars / per];
+    if !jars.is_multiple_of(per) {
+        groups.push(jars % per);
+    }
+    Some(groups)
+}
+
+fn too_many(files: usize) -> String {
+    format!(
+        "{files} files and unpacked archives: an image holds at most {} (one layer each, and the jars need one); bundle fewer with --files and --archives, or put them in one archive",
+        MAX_LAYERS - 1
+    )
 }
 
 /// The names `fetch` published in `dir`, sorted: not its outputs or state.
@@ -412,5 +520,24 @@ where
                 None => return Err(e),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{jar_groups, MAX_LAYERS};
+
+    #[test]
+    fn jars_share_layers_only_past_the_limit_and_in_even_groups() {
+        assert_eq!(jar_groups(3, 2), Some(vec![1, 1, 1]));
+        assert_eq!(jar_groups(MAX_LAYERS, 0).unwrap().len(), MAX_LAYERS);
+        let groups = jar_groups(150, 0).unwrap();
+        assert_eq!((groups.len(), groups.iter().sum::<usize>()), (75, 150));
+        let groups = jar_groups(2000, 10).unwrap();
+        assert!(groups.len() <= 90, "{}", groups.len());
+        assert_eq!(groups.iter().sum::<usize>(), 2000);
+        assert!(groups.iter().all(|g| *g == 23 || *g == 2000 % 23));
+        assert_eq!(jar_groups(5, MAX_LAYERS), None);
+        assert_eq!(jar_groups(0, MAX_LAYERS), Some(vec![]));
     }
 }

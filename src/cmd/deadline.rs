@@ -41,6 +41,8 @@ pub(crate) enum Phase {
     Planning,
     /// Writing the classpath outputs and the report.
     Writing,
+    /// Pushing an image (`bundle`).
+    Pushing,
 }
 
 impl Phase {
@@ -50,6 +52,7 @@ impl Phase {
             Phase::Reading => ("read", "reading"),
             Phase::Planning => ("planned", "planning"),
             Phase::Writing => ("written", "writing"),
+            Phase::Pushing => ("pushed", "pushing"),
         }
     }
 }
@@ -134,7 +137,7 @@ pub(crate) async fn within_here<T>(
 
 /// `work` until the deadline of `length` (counted from the start of the
 /// process) or a stop signal.
-async fn stoppable<T>(
+pub(crate) async fn stoppable<T>(
     length: std::time::Duration,
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,
     (what, phase): (&str, Phase),

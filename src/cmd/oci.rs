@@ -461,6 +461,12 @@ fn bundle_layers<'a>(
         let parts = path.and_then(|p| p.split_once('/'));
         match (path, parts) {
             (Some(OUTPUTS_PATH), _) => continue,
+            // Several jars (a bundle of more jars than layers): named by its digest.
+            (Some("jars/"), _) => {
+                let short = layer.digest.trim_start_matches("sha256:");
+                let name = format!("layer-{}.tar.gz", &short[..short.len().min(16)]);
+                layers.push((name, Some("jars/".to_owned()), layer));
+            }
             (Some(path), Some(("jars" | "files", name))) if crate::layout::check_name(name).is_ok() => {
                 layers.push((name.to_owned(), Some(path.to_owned()), layer));
             }

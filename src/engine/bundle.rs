@@ -80,9 +80,25 @@ pub(crate) fn publish_bundle(
         let (unpacked, order) =
             archive::unpack_listing(path, archive::Format::TarGz, &temp, limits)
                 .map_err(|e| refused(artifact, e))?;
-        let names = bundle.flat_names(&order, &temp, claims)?;
-        let entries = bundle.hash_entries(&temp, names)?;
-        bundle.replace_files(&temp, &entries, old.as_ref())?;
+        // A `bundle` image's layer of several jars: they are under its path.
+        let (root, order) = match artifact.unpack.as_ref().and_then(|u| u.strip.as_ref()) {
+            Some(strip) => {
+                let root = super::unpack::lifted(&temp, strip)
+                    .map_err(|why| bundle.not_flat(&strip.to_string_lossy(), &why))?;
+                let order = order
+                    .iter()
+                    .map(|p| p.strip_prefix(strip).map(Path::to_path_buf))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        bundle.not_flat(&strip.to_string_lossy(), "holds files outside it")
+                    })?;
+                (root, order)
+            }
+            None => (temp.clone(), order),
+        };
+        let names = bundle.flat_names(&order, &root, claims)?;
+        let entries = bundle.hash_entries(&root, names)?;
+        bundle.replace_files(&root, &entries, old.as_ref())?;
         bundle.claim_all(&entries, claims);
         Ok(Published::Unpacked {
             entries: unpacked.entries,
@@ -148,9 +164,14 @@ impl Bundle<'_> {
         Failure {
             kind: FailureKind::Integrity,
             message: format!(
-                "{}: bundle refused, nothing of it was published: entry '{}' {what}; a staging bundle holds regular files at its top level only (as stage upload makes it)",
+                "{}: bundle refused, nothing of it was published: entry '{}' {what}; {}",
                 self.artifact.display_uri,
-                entry.escape_debug()
+                entry.escape_debug(),
+                if self.artifact.oci.is_some() {
+                    "a layer of several jars holds regular files under jars/ only (as `spark-localizer bundle` makes it)"
+                } else {
+                    "a staging bundle holds regular files at its top level only (as stage upload makes it)"
+                }
             ),
         }
     }

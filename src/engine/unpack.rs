@@ -98,7 +98,7 @@ pub(crate) fn publish(
 /// `strip` under `tmp`, where a layer was unpacked, when it is all the layer
 /// holds: a file or a directory (not a link), and nothing beside the
 /// directories leading to it.
-fn lifted(tmp: &Path, strip: &Path) -> Result<std::path::PathBuf, String> {
+pub(super) fn lifted(tmp: &Path, strip: &Path) -> Result<std::path::PathBuf, String> {
     let mut at = tmp.to_path_buf();
     for part in strip.components() {
         let std::path::Component::Normal(part) = part else {

@@ -579,6 +579,9 @@ pub(crate) fn status_error(
                 .map(Duration::from_secs);
             error
         }
+        // What a TLS port answers a plain-HTTP request.
+        400 if response.url().scheme() == "http" => SourceError::new(FaultKind::Refused, message)
+            .with_hint("is the registry served over TLS? --insecure-registry speaks plain HTTP to it: leave its host out (and give --ca-cert for a private CA)"),
         _ => SourceError::new(FaultKind::Refused, message),
     }
 }

@@ -2,8 +2,8 @@
 //! pushes them: one gzip'd tar layer per jar, file or unpacked archive, a last
 //! layer for the classpath outputs, a config and a manifest per platform and an
 //! index over them. The same files give the same bytes: entries sorted, every
-//! mtime 0, owner 0:0 with no names, modes 0644 (0755 for directories), gzip
-//! without a name or a time.
+//! mtime 0, owner 0:0 with no names, modes 0644 (0755 for directories and
+//! executables), gzip without a name or a time.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -103,7 +103,17 @@ impl<W> Hashing<W> {
 /// `from` (a file or a directory tree), or the classpath outputs' files given
 /// as bytes (the layer of [`OUTPUTS_PATH`]).
 pub(crate) enum Content<'a> {
-    Tree { from: &'a Path, at: &'a str },
+    Tree {
+        from: &'a Path,
+        at: &'a str,
+    },
+    /// Files `names` of `dir`, in that order, under `at` (a layer of several
+    /// jars: its path is `at/`).
+    Group {
+        dir: &'a Path,
+        names: &'a [String],
+        at: &'a str,
+    },
     Outputs(&'a [(String, Vec<u8>)]),
 }
 
@@ -130,6 +140,13 @@ pub(crate) fn write_layer(
             parents(&mut tar, at).map_err(io_err)?;
             append_tree(&mut tar, from, at, stop)?;
             (*at).to_owned()
+        }
+        Content::Group { dir, names, at } => {
+            parents(&mut tar, &format!("{at}/x")).map_err(io_err)?;
+            for name in names.iter() {
+                append_tree(&mut tar, &dir.join(name), &format!("{at}/{name}"), stop)?;
+            }
+            format!("{at}/")
         }
         Content::Outputs(files) => {
             for (name, bytes) in files.iter() {
@@ -210,7 +227,14 @@ fn append_tree<W: Write>(
     if kind.is_file() {
         let file = File::open(from).map_err(io_err)?;
         let reader = Stoppable { inner: file, stop };
-        append(tar, at, tar::EntryType::Regular, 0o644, meta.len(), reader).map_err(|e| {
+        // An executable (an unpacked archive's bin/python) stays one.
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = if meta.permissions().mode() & 0o111 != 0 {
+            0o755
+        } else {
+            0o644
+        };
+        append(tar, at, tar::EntryType::Regular, mode, meta.len(), reader).map_err(|e| {
             if stop.load(Ordering::Relaxed) {
                 PackError::Stopped
             } else {
@@ -432,11 +456,15 @@ mod tests {
         let a = tempfile::tempdir().unwrap();
         let b = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
-        for (dir, mode, secs) in [(&a, 0o600, 1_000_000), (&b, 0o755, 2_000_000)] {
+        for (dir, mode, secs) in [(&a, 0o600, 1_000_000), (&b, 0o664, 2_000_000)] {
             let tree = dir.path().join("conf");
             std::fs::create_dir_all(tree.join("z")).unwrap();
             std::fs::write(tree.join("b.txt"), b"bee").unwrap();
             std::fs::write(tree.join("z/a.txt"), b"a").unwrap();
+            std::fs::write(tree.join("z/run"), b"#!/bin/sh\n").unwrap();
+            let exec = if secs == 1_000_000 { 0o700 } else { 0o755 };
+            std::fs::set_permissions(tree.join("z/run"), std::fs::Permissions::from_mode(exec))
+                .unwrap();
             let file = dir.path().join("x.jar");
             std::fs::write(&file, b"jar bytes").unwrap();
             use std::os::unix::fs::PermissionsExt;
@@ -469,20 +497,20 @@ mod tests {
                 ("jars/x.jar".into(), 0o644, 0, 0, b"jar bytes".to_vec()),
             ]
         );
-        let names: Vec<String> = entries(&out_a.join("files_conf.tgz"))
+        let names: Vec<(String, u32)> = entries(&out_a.join("files_conf.tgz"))
             .into_iter()
-            .map(|e| e.0)
+            .map(|e| (e.0, e.1))
             .collect();
-        assert_eq!(
-            names,
-            [
-                "files/",
-                "files/conf/",
-                "files/conf/b.txt",
-                "files/conf/z/",
-                "files/conf/z/a.txt"
-            ]
-        );
+        let want = [
+            ("files/", 0o755),
+            ("files/conf/", 0o755),
+            ("files/conf/b.txt", 0o644),
+            ("files/conf/z/", 0o755),
+            ("files/conf/z/a.txt", 0o644),
+            ("files/conf/z/run", 0o755),
+        ];
+        let want: Vec<(String, u32)> = want.iter().map(|(n, m)| (n.to_string(), *m)).collect();
+        assert_eq!(names, want);
     }
 
     #[test]

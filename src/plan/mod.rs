@@ -609,11 +609,13 @@ fn pin_layer(a: &mut Artifact, layer: &crate::oci::Pinned) {
     // holds published under the layer's name.
     if let (Some(path), Target::Fetch { dir, real_dir, .. }) = (&layer.path, &a.target) {
         let (dir, real_dir) = (dir.clone(), real_dir.clone());
+        // `jars/`: several jars, published one by one at the top of the directory.
+        let flat = path.ends_with('/');
         a.unpack = Some(Unpack {
             format: crate::archive::Format::TarGz,
-            into: dir.join(&a.name),
-            flat: false,
-            strip: Some(PathBuf::from(path)),
+            into: if flat { dir.clone() } else { dir.join(&a.name) },
+            flat,
+            strip: Some(PathBuf::from(path.trim_end_matches('/'))),
         });
         a.target = Target::Fetch {
             path: crate::layout::archive_path(&dir, &a.name),

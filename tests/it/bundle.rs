@@ -353,10 +353,37 @@ fn bundle_refuses_what_cannot_work_and_pushes_nothing_when_a_jar_fails() {
             ],
             "--jars-dir is not for bundle".to_owned(),
         ),
+        // No tag: not `latest` by default.
+        (vec![format!("oci://{host}/x")], "give a tag".to_owned()),
+        (
+            vec![
+                "--mount-path".to_owned(),
+                "/opt/a\tb".to_owned(),
+                format!("oci://{host}/x:1"),
+            ],
+            "--mount-path /opt/a\\tb".to_owned(),
+        ),
+        // Credentials that cannot be read: said before any jar is fetched.
+        (
+            vec![
+                "--registry-auth".to_owned(),
+                s(&sb.root.join("no-such.json")),
+                format!("oci://{host}/x:1"),
+            ],
+            "no-such.json".to_owned(),
+        ),
     ] {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         run(&extra).expect_code(2).expect_stderr(&said);
     }
+    assert!(server.gets("/a.jar").is_empty(), "a jar was fetched");
+    // Nothing to bundle.
+    sb.bundle()
+        .args(["--insecure-registry", &host])
+        .arg(format!("oci://{host}/x:1"))
+        .run()
+        .expect_code(2)
+        .expect_stderr("nothing to bundle");
     // A jar that cannot be fetched: fetch's exit code, and nothing pushed.
     sb.bundle()
         .args([
@@ -391,4 +418,57 @@ fn bundle_refuses_what_cannot_work_and_pushes_nothing_when_a_jar_fails() {
         ok.stdout.trim().starts_with(&format!("{host}/x@sha256:")),
         "{ok}"
     );
+}
+
+#[test]
+fn more_jars_than_layers_share_layers_and_fetch_lays_them_out_in_order() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let host = registry.host();
+    // 150 jars, declared in the reverse of their names' order.
+    let dir = sb.root.join("many");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut uris = Vec::new();
+    for i in (0..150).rev() {
+        let path = dir.join(format!("j{i:03}.jar"));
+        std::fs::write(&path, crate::support::data(i, 100 + i as usize)).unwrap();
+        uris.push(format!("file://{}", s(&path)));
+    }
+    let out = sb
+        .bundle()
+        .args(["--jars", &uris.join(","), "--insecure-registry", &host])
+        .arg(format!("oci://{host}/many:1"))
+        .run();
+    out.expect_code(0).expect_stderr("(76 layers)");
+    let reference = out.stdout.trim().to_owned();
+    let pod = Sandbox::new();
+    let fetch = || {
+        pod.fetch()
+            .args([
+                "--jars",
+                &format!("oci://{reference}"),
+                "--insecure-registry",
+                &host,
+            ])
+            .run()
+    };
+    fetch().expect_code(0);
+    let declared: Vec<String> = (0..150)
+        .rev()
+        .map(|i| s(&pod.jar(&format!("j{i:03}.jar"))))
+        .collect();
+    assert_eq!(
+        pod.classpath().trim_end(),
+        declared.join(":"),
+        "the declared order"
+    );
+    for i in 0..150u64 {
+        assert_eq!(
+            std::fs::read(pod.jar(&format!("j{i:03}.jar"))).unwrap(),
+            crate::support::data(i, 100 + i as usize)
+        );
+    }
+    fetch().expect_code(0).expect_stderr("75 kept");
 }
