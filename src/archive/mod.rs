@@ -255,7 +255,7 @@ fn enclosed_name(name: &[u8]) -> Result<Option<PathBuf>, String> {
 /// Resolves a symlink target lexically from the link's directory (`link` relative to
 /// the root). Only leading `..` may climb: `..` after a name could climb through
 /// another link, so it is refused.
-fn enclosed_link_target(link: &Path, target: &[u8]) -> Result<(), String> {
+pub(crate) fn enclosed_link_target(link: &Path, target: &[u8]) -> Result<(), String> {
     if target.is_empty() {
         return Err("is a symlink with an empty target".into());
     }

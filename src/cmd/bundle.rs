@@ -79,9 +79,7 @@ pub(crate) async fn run(
     stop.store(true, Ordering::Relaxed);
     let layers = match packed {
         Ok(Ok(layers)) => layers,
-        Ok(Err(message)) => {
-            return stopped(&args.fetch, ExitCode::LocalIo, &message, true);
-        }
+        Ok(Err((code, message))) => return stopped(&args.fetch, code, &message, true),
         Err((code, message)) => return stopped(&args.fetch, code, &message, true),
     };
     let image = image::image(
@@ -138,6 +136,7 @@ fn job(args: &BundleArgs, origins: &ArgOrigins) -> Result<Job, Problems> {
         ("classpath_file", "--classpath-file"),
         ("env_file", "--env-file"),
         ("sbom", "--sbom"),
+        ("report", "--report"),
     ] {
         if origins.is_explicit(id) {
             problems.push_message(format!(
@@ -261,28 +260,40 @@ fn registry(settings: &Settings, problems: &mut Problems) -> Option<Registry> {
 /// The layers of what `fetch` laid out under `root`: each jar in classpath
 /// order, each file and unpacked archive in name order, then the classpath
 /// outputs for `mount` and the SBOM. Written under `root/blobs`.
-fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, String> {
+fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, (ExitCode, String)> {
+    let local = |message: String| (ExitCode::LocalIo, message);
+    let written = |e: image::PackError| match e {
+        image::PackError::Unsupported(_) => (ExitCode::Config, e.to_string()),
+        _ => (ExitCode::LocalIo, e.to_string()),
+    };
     let blobs = root.join("blobs");
-    std::fs::create_dir(&blobs).map_err(|e| format!("{}: {e}", blobs.display()))?;
+    std::fs::create_dir(&blobs).map_err(|e| local(format!("{}: {e}", blobs.display())))?;
     let mut layers = Vec::new();
     // The jars in classpath order: `fetch` of the image lays them out (and
     // writes its classpath) in the order of its layers.
     let jars = root.join("jars");
-    let classpath = std::fs::read_to_string(jars.join(layout::CLASSPATH_FILE))
-        .map_err(|e| format!("{}: {e}", jars.join(layout::CLASSPATH_FILE).display()))?;
+    let classpath = std::fs::read_to_string(jars.join(layout::CLASSPATH_FILE)).map_err(|e| {
+        local(format!(
+            "{}: {e}",
+            jars.join(layout::CLASSPATH_FILE).display()
+        ))
+    })?;
+    let positions: std::collections::HashMap<&str, usize> = classpath
+        .trim_end()
+        .split(':')
+        .enumerate()
+        .map(|(i, entry)| (entry, i))
+        .collect();
     let position = |name: &String| {
         let path = jars.join(name);
-        let path = path.to_string_lossy();
-        classpath
-            .trim_end()
-            .split(':')
-            .position(|entry| entry == path)
+        positions.get(&*path.to_string_lossy()).copied()
     };
     let mut names = laid_out(&jars)?;
     names.sort_by_cached_key(|name| (position(name).unwrap_or(usize::MAX), name.clone()));
     let files = laid_out(&root.join("files"))?;
+    // What globs and references expanded to is known only now.
     let Some(groups) = jar_groups(names.len(), files.len()) else {
-        return Err(too_many(files.len()));
+        return Err((ExitCode::Config, too_many(files.len())));
     };
     let mut at = 0;
     for size in groups {
@@ -300,7 +311,7 @@ fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, Strin
                 at: "jars",
             },
         };
-        layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
+        layers.push(image::write_layer(&content, &blob, stop).map_err(written)?);
     }
     for name in files {
         let blob = blobs.join(format!("{}.tar.gz", layers.len()));
@@ -310,13 +321,11 @@ fn pack(root: &Path, mount: &str, stop: &AtomicBool) -> Result<Vec<Layer>, Strin
             from: &from,
             at: &at,
         };
-        layers.push(image::write_layer(&content, &blob, stop).map_err(|e| e.to_string())?);
+        layers.push(image::write_layer(&content, &blob, stop).map_err(written)?);
     }
-    let last = outputs(root, mount)?;
+    let last = outputs(root, mount).map_err(local)?;
     let blob = blobs.join("outputs.tar.gz");
-    layers.push(
-        image::write_layer(&Content::Outputs(&last), &blob, stop).map_err(|e| e.to_string())?,
-    );
+    layers.push(image::write_layer(&Content::Outputs(&last), &blob, stop).map_err(written)?);
     Ok(layers)
 }
 
@@ -350,26 +359,35 @@ fn too_many(files: usize) -> String {
 }
 
 /// The names `fetch` published in `dir`, sorted: not its outputs or state.
-fn laid_out(dir: &Path) -> Result<Vec<String>, String> {
+fn laid_out(dir: &Path) -> Result<Vec<String>, (ExitCode, String)> {
+    let local = |e: std::io::Error| (ExitCode::LocalIo, format!("{}: {e}", dir.display()));
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(e) => return Err(local(e)),
     };
     let mut names = Vec::new();
     for entry in entries {
-        let name = entry
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .file_name();
-        let name = name
-            .into_string()
-            .map_err(|n| format!("{}: a name that is not UTF-8: {n:?}", dir.display()))?;
-        if !layout::OUTPUT_NAMES.contains(&name.as_str())
-            && name != SBOM_FILE
-            && !name.starts_with(layout::RESERVED_PREFIX)
+        let name = entry.map_err(local)?.file_name();
+        let name = name.into_string().map_err(|n| {
+            (
+                ExitCode::Config,
+                format!("{}: a name that is not UTF-8: {n:?}", dir.display()),
+            )
+        })?;
+        if layout::OUTPUT_NAMES.contains(&name.as_str())
+            || name.starts_with(layout::RESERVED_PREFIX)
         {
-            names.push(name);
+            continue;
         }
+        if name.starts_with(image::WHITEOUT) {
+            return Err((ExitCode::Config, format!(
+                "{}: a name starting with {} is an OCI whiteout (a runtime would hide another file with it); rename it with #alias",
+                dir.join(&name).display(),
+                image::WHITEOUT
+            )));
+        }
+        names.push(name);
     }
     names.sort();
     Ok(names)

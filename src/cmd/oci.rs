@@ -442,7 +442,7 @@ fn bundle_layers<'a>(
     r: &Reference,
     resolved: &'a Resolved,
 ) -> Result<Option<Vec<Selected<'a>>>, String> {
-    use crate::oci::image::{LAYER_PATH, OUTPUTS_PATH};
+    use crate::oci::image::{LAYER_PATH, OUTPUTS_PATH, WHITEOUT};
     if !resolved
         .layers
         .iter()
@@ -457,23 +457,30 @@ fn bundle_layers<'a>(
     }
     let mut layers = Vec::new();
     for layer in &resolved.layers {
+        let digest = crate::oci::reference::check_digest(&layer.digest).map_err(|why| {
+            format!(
+                "{shown}: a layer's digest '{}' {why}",
+                layer.digest.escape_debug()
+            )
+        })?;
         let path = layer.annotations.get(LAYER_PATH).map(String::as_str);
         let parts = path.and_then(|p| p.split_once('/'));
         match (path, parts) {
             (Some(OUTPUTS_PATH), _) => continue,
             // Several jars (a bundle of more jars than layers): named by its digest.
             (Some("jars/"), _) => {
-                let short = layer.digest.trim_start_matches("sha256:");
-                let name = format!("layer-{}.tar.gz", &short[..short.len().min(16)]);
+                let name = format!("layer-{}.tar.gz", hex::encode(&digest[..8]));
                 layers.push((name, Some("jars/".to_owned()), layer));
             }
-            (Some(path), Some(("jars" | "files", name))) if crate::layout::check_name(name).is_ok() => {
+            (Some(path), Some(("jars" | "files", name)))
+                if crate::layout::check_name(name).is_ok() && !name.starts_with(WHITEOUT) =>
+            {
                 layers.push((name.to_owned(), Some(path.to_owned()), layer));
             }
             _ => {
                 return Err(format!(
                     "{shown}: layer {} holds '{}', which is not jars/<name> or files/<name>: is it an image `spark-localizer bundle` made?",
-                    layer.digest,
+                    layer.digest.escape_debug(),
                     path.unwrap_or_default().escape_debug()
                 ))
             }

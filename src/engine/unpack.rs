@@ -32,10 +32,10 @@ pub(crate) fn publish(
     };
     let marker = layout::unpacked_marker(dir, &a.name);
     let local = |what: &str, e: std::io::Error| local_failure(a, what, &unpack.into, e);
-    // symlink_metadata: a symlink planted at the name is never taken for the tree
-    // (a bundle's layer may publish a file).
-    let is_tree = std::fs::symlink_metadata(&unpack.into)
-        .is_ok_and(|md| md.is_dir() || (unpack.strip.is_some() && md.is_file()));
+    // symlink_metadata: a symlink planted at the name is never taken for the tree.
+    // A file a bundle's layer published is extracted again from the kept layer
+    // every time: another artifact may have taken its name since.
+    let is_tree = std::fs::symlink_metadata(&unpack.into).is_ok_and(|md| md.is_dir());
     let recorded = crate::util::fs::read_regular(&marker, 1024).unwrap_or_default();
     if is_tree && String::from_utf8_lossy(&recorded).trim() == sha256 {
         return Ok(Published::Kept);
@@ -121,13 +121,42 @@ pub(super) fn lifted(tmp: &Path, strip: &Path) -> Result<std::path::PathBuf, Str
         at.push(part);
     }
     match std::fs::symlink_metadata(&at) {
-        Ok(md) if md.is_file() || md.is_dir() => Ok(at),
+        Ok(md) if md.is_file() => Ok(at),
+        // Its links were checked against the unpack directory: they must stay
+        // inside what is published.
+        Ok(md) if md.is_dir() => {
+            links_within(&at, Path::new(""))?;
+            Ok(at)
+        }
         Ok(_) => Err(format!("'{}' is a link", strip.display())),
         Err(_) => Err(format!(
             "it does not hold '{}', the path its annotation names",
             strip.display()
         )),
     }
+}
+
+/// Every symlink under `root.join(rel)` points inside `root`.
+fn links_within(root: &Path, rel: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(root.join(rel)).map_err(|e| format!("cannot list it: {e}"))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list it: {e}"))?;
+        let path = rel.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| format!("cannot list it: {e}"))?;
+        if kind.is_dir() {
+            links_within(root, &path)?;
+        } else if kind.is_symlink() {
+            use std::os::unix::ffi::OsStrExt as _;
+            let target = std::fs::read_link(root.join(&path))
+                .map_err(|e| format!("cannot read a link: {e}"))?;
+            archive::enclosed_link_target(&path, target.as_os_str().as_bytes()).map_err(|why| {
+                format!("'{}' {why} (here: the directory published)", path.display())
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A local I/O failure while publishing `a` at `place`.
@@ -225,12 +254,17 @@ mod tests {
         let err = lifted(t, Path::new("jars/l.jar")).unwrap_err();
         assert!(err.contains("is a link"), "{err}");
         assert!(lifted(t, Path::new("../x")).is_err());
-        // A tree.
+        // A tree, whose links stay inside it.
         std::fs::remove_file(t.join("jars/l.jar")).unwrap();
         std::fs::create_dir_all(t.join("jars/model/deep")).unwrap();
+        std::os::unix::fs::symlink("../x", t.join("jars/model/deep/in")).unwrap();
         assert_eq!(
             lifted(t, Path::new("jars/model")).unwrap(),
             t.join("jars/model")
         );
+        // One that climbs out of what is published (not out of the unpack directory).
+        std::os::unix::fs::symlink("../../x", t.join("jars/model/deep/out")).unwrap();
+        let err = lifted(t, Path::new("jars/model")).unwrap_err();
+        assert!(err.contains("deep/out"), "{err}");
     }
 }

@@ -279,7 +279,12 @@ impl Registry {
         let response = self
             .follow(method, url, &extra, Some(&authorization), body)
             .await?;
-        if response.status().is_success() || response.status() == StatusCode::PARTIAL_CONTENT {
+        // Any answer but a refusal says the authorization works (a blob the
+        // registry lacks is a 404 to a push's HEAD).
+        if !matches!(
+            response.status(),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        ) {
             self.tokens
                 .lock()
                 .expect("token cache")

@@ -23,6 +23,9 @@ pub(crate) const CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 pub(crate) const LAYER_PATH: &str = "io.github.spark-localizer.path";
 /// The path annotation of the last layer (the classpath outputs and the SBOM).
 pub(crate) const OUTPUTS_PATH: &str = "classpath";
+/// The prefix of an OCI whiteout: a runtime hides the name it follows, so no
+/// entry of an image may start with it.
+pub(crate) const WHITEOUT: &str = ".wh.";
 /// The platforms every bundle is pushed for (its files are the same on each).
 pub(crate) const PLATFORMS: [&str; 2] = ["amd64", "arm64"];
 
@@ -46,7 +49,8 @@ pub(crate) struct Layer {
 #[derive(Debug)]
 pub(crate) enum PackError {
     Io(PathBuf, io::Error),
-    /// Something other than a regular file, a directory or a symlink.
+    /// Something other than a regular file, a directory or a symlink, or a
+    /// name an image cannot hold.
     Unsupported(PathBuf),
     Stopped,
 }
@@ -57,7 +61,7 @@ impl std::fmt::Display for PackError {
             PackError::Io(path, e) => write!(f, "{}: {e}", path.display()),
             PackError::Unsupported(path) => write!(
                 f,
-                "{}: neither a file, a directory nor a symlink; it cannot go in an image",
+                "{}: not a file, a directory or a symlink, or its name is not UTF-8 or starts with {WHITEOUT} (an OCI whiteout); it cannot go in an image",
                 path.display()
             ),
             PackError::Stopped => f.write_str("stopped"),
@@ -258,7 +262,11 @@ fn append_tree<W: Write>(
             .map_err(io_err)?;
         names.sort();
         for name in names {
-            let child = format!("{at}/{}", name.to_string_lossy());
+            let text = name
+                .to_str()
+                .filter(|n| !n.starts_with(WHITEOUT))
+                .ok_or_else(|| PackError::Unsupported(from.join(&name)))?;
+            let child = format!("{at}/{text}");
             append_tree(tar, &from.join(&name), &child, stop)?;
         }
         Ok(())

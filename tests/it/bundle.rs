@@ -363,6 +363,14 @@ fn bundle_refuses_what_cannot_work_and_pushes_nothing_when_a_jar_fails() {
             ],
             "--mount-path /opt/a\\tb".to_owned(),
         ),
+        (
+            vec![
+                "--report".to_owned(),
+                "/tmp/r.json".to_owned(),
+                format!("oci://{host}/x:1"),
+            ],
+            "--report is not for bundle".to_owned(),
+        ),
         // Credentials that cannot be read: said before any jar is fetched.
         (
             vec![
@@ -377,6 +385,19 @@ fn bundle_refuses_what_cannot_work_and_pushes_nothing_when_a_jar_fails() {
         run(&extra).expect_code(2).expect_stderr(&said);
     }
     assert!(server.gets("/a.jar").is_empty(), "a jar was fetched");
+    // A name a runtime would take for a whiteout.
+    let wh = sb.write(".wh.a.jar", b"x");
+    sb.bundle()
+        .args([
+            "--jars",
+            &format!("file://{}", s(&wh)),
+            "--insecure-registry",
+            &host,
+        ])
+        .arg(format!("oci://{host}/x:1"))
+        .run()
+        .expect_code(2)
+        .expect_stderr("OCI whiteout");
     // Nothing to bundle.
     sb.bundle()
         .args(["--insecure-registry", &host])
@@ -471,4 +492,142 @@ fn more_jars_than_layers_share_layers_and_fetch_lays_them_out_in_order() {
         );
     }
     fetch().expect_code(0).expect_stderr("75 kept");
+}
+
+#[test]
+fn bundle_pushes_through_a_token_realm_that_grants_push_when_asked() {
+    let Some(mut registry) = Registry::start(true, true) else {
+        return;
+    };
+    let tokens = crate::support::registry::TokenServer::start();
+    registry.reconfigure(Some(tokens.config()), None);
+    let sb = Sandbox::new();
+    let jar = sb.write("a.jar", crate::support::data(1, 1000));
+    let auth = sb.write("config.json", registry.docker_config(PASSWORD));
+    let host = registry.host();
+    let realm_host = format!("127.0.0.1:{}", tokens.port);
+    let out = sb
+        .bundle()
+        .args(["--jars", &format!("file://{}", s(&jar))])
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .arg("--registry-auth")
+        .arg(&auth)
+        .args(["--insecure-registry", &realm_host])
+        .arg(format!("oci://{host}/team/deps:1"))
+        .run();
+    out.expect_code(0);
+    assert!(
+        tokens
+            .requests()
+            .iter()
+            .any(|r| r.target.contains("team%2Fdeps%3Apull%2Cpush")),
+        "no push scope asked: {:?}",
+        tokens
+            .requests()
+            .iter()
+            .map(|r| &r.target)
+            .collect::<Vec<_>>()
+    );
+    // Pulled back by fetch with the same credentials: the jar as bundled.
+    let pod = Sandbox::new();
+    pod.fetch()
+        .args(["--jars", &format!("oci://{}", out.stdout.trim())])
+        .arg("--ca-cert")
+        .arg(registry.ca_file())
+        .arg("--registry-auth")
+        .arg(&auth)
+        .args(["--insecure-registry", &realm_host])
+        .run()
+        .expect_code(0);
+    assert_eq!(
+        std::fs::read(pod.jar("a.jar")).unwrap(),
+        crate::support::data(1, 1000)
+    );
+}
+
+/// A hostile image that says it is a bundle: a tree whose link climbs out of
+/// what is published, a layer holding more than its path; and a jar another
+/// artifact replaced between two runs is extracted again from its layer.
+#[test]
+fn fetch_of_a_bundle_refuses_hostile_layers_and_restores_a_replaced_jar() {
+    let Some(registry) = Registry::start(false, false) else {
+        return;
+    };
+    let host = registry.host();
+    let tgz = |entries: &[(&str, Option<&str>)]| {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, link) in entries {
+            let mut h = tar::Header::new_gnu();
+            match link {
+                Some(target) => {
+                    h.set_entry_type(tar::EntryType::Symlink);
+                    h.set_size(0);
+                    h.set_mode(0o777);
+                    tar.append_link(&mut h, path, target).unwrap();
+                }
+                None => {
+                    h.set_size(1);
+                    h.set_mode(0o644);
+                    tar.append_data(&mut h, path, &b"x"[..]).unwrap();
+                }
+            }
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar.into_inner().unwrap()).unwrap();
+        gz.finish().unwrap()
+    };
+    let push = |tag: &str, path: &str, blob: Vec<u8>| {
+        let config = registry.push_blob("evil", b"{}");
+        let size = blob.len();
+        let layer = registry.push_owned("evil", blob);
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": layer, "size": size,
+                "annotations": {"io.github.spark-localizer.path": path},
+            }],
+        }))
+        .unwrap();
+        registry.push_manifest(
+            "evil",
+            tag,
+            "application/vnd.oci.image.manifest.v1+json",
+            &manifest,
+        );
+    };
+    push(
+        "link",
+        "files/conf",
+        tgz(&[("files/conf/a", None), ("files/conf/s", Some("../../jars"))]),
+    );
+    push(
+        "extra",
+        "jars/a.jar",
+        tgz(&[("jars/a.jar", None), ("jars/b.jar", None)]),
+    );
+    push("good", "jars/a.jar", tgz(&[("jars/a.jar", None)]));
+    let sb = Sandbox::new();
+    let fetch = |tag: &str| {
+        sb.fetch()
+            .args(["--jars", &format!("oci://{host}/evil:{tag}")])
+            .args(["--insecure-registry", &host])
+            .run()
+    };
+    fetch("link")
+        .expect_code(4)
+        .expect_stderr("pointing outside");
+    assert!(!sb.files.join("conf").exists());
+    fetch("extra")
+        .expect_code(4)
+        .expect_stderr("'b.jar' beside");
+    assert!(!sb.jar("a.jar").exists() && !sb.jar("b.jar").exists());
+    fetch("good").expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), b"x");
+    std::fs::write(sb.jar("a.jar"), b"another artifact's").unwrap();
+    fetch("good").expect_code(0);
+    assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), b"x");
 }

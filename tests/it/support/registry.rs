@@ -477,7 +477,7 @@ pub struct TokenRequest {
 }
 
 /// A Docker token server (the `realm` of a registry's Bearer challenge): Basic
-/// `USER`/`PASSWORD` gets pull on any repository, anonymous gets pull on
+/// `USER`/`PASSWORD` gets pull (and push, when asked) on any repository, anonymous gets pull on
 /// `public/*` only; tokens are ES256 JWTs with the signing certificate in
 /// `x5c`, chained to `bundle`, as the registry's token auth verifies them.
 pub struct TokenServer {
@@ -632,7 +632,19 @@ fn answer(
                 .map(|(name, _)| name.to_owned())
                 .unwrap_or_default();
             let allowed = given.is_some() || refresh || repo.starts_with("public/");
-            let actions: Vec<&str> = if allowed { vec!["pull"] } else { vec![] };
+            // Push only to those who say who they are, and ask for it.
+            let wants_push = scope.rsplit_once(':').is_some_and(|(_, actions)| {
+                // (A GET's query ends with the `?` of the empty form above.)
+                actions
+                    .trim_end_matches('?')
+                    .split(',')
+                    .any(|a| a == "push")
+            });
+            let actions: Vec<&str> = match (allowed, wants_push && given.is_some()) {
+                (true, true) => vec!["pull", "push"],
+                (true, false) => vec!["pull"],
+                _ => vec![],
+            };
             let token = jwt(
                 leaf_der,
                 key,
