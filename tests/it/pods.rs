@@ -14,7 +14,9 @@
 
 use crate::support::kube::{Event, Played, Spec};
 use crate::support::nginx::Nginx;
-use crate::support::{data, sha256_hex};
+use std::path::Path;
+
+use crate::support::{data, sha256_hex, Sandbox};
 
 /// The template's jars directory (and way B's `spark-classpath.env`).
 const JARS: &str = "/opt/spark/extra-jars";
@@ -175,6 +177,89 @@ fn http_maven_driver_plays() {
 fn http_maven_wrong_pin_stops_the_pod_before_spark() {
     let wrong = sha256_hex(b"not the jar");
     let Some((played, _, _nginx)) = http_maven("http-maven/executor.yaml", &wrong) else {
+        return;
+    };
+    assert_stopped(&played, 4, "sha256 mismatch");
+}
+
+/// Jars in classpath order: name → bytes.
+type Jars = Vec<(String, Vec<u8>)>;
+
+/// A lock `resolve` wrote for a package of Debian's Maven repository (nginx), and the jars
+/// it names in order (read from the repository).
+fn debian_lock() -> Option<(Nginx, String, Jars)> {
+    let repo = crate::maven::debian_repo()?;
+    let root = repo.url("/");
+    let sb = Sandbox::new();
+    let lock = sb.root.join("packages.lock");
+    sb.resolve()
+        .args([
+            "--packages",
+            "org.eclipse.sisu:org.eclipse.sisu.plexus:0.3.4",
+        ])
+        .args(["--repositories", &root, "--only-repositories"])
+        .arg("--lock")
+        .arg(&lock)
+        .run()
+        .expect_code(0);
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let jars: Jars = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (url, name) = l.split_once("  ").unwrap().1.rsplit_once('#').unwrap();
+            let path = Path::new(crate::maven::DEBIAN_REPO).join(url.strip_prefix(&root).unwrap());
+            (name.to_owned(), std::fs::read(path).unwrap())
+        })
+        .collect();
+    assert!(jars.len() > 2, "{text}");
+    Some((repo, text, jars))
+}
+
+/// The maven-lock templates with the lock ConfigMap holding `lock` in place of the
+/// example (as its comment says: "Replace the whole file with what `resolve` writes").
+fn maven_lock(template: &str, lock: &str) -> Option<Played> {
+    let example = crate::support::kube::documents("maven-lock/lock-configmap.yaml")[0]["data"]
+        ["packages.lock"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    Spec::new(template)
+        .configmap("maven-lock/lock-configmap.yaml")
+        .replace(example, lock)
+        .play()
+}
+
+#[test]
+fn maven_lock_executor_and_driver_play() {
+    let Some((_repo, lock, jars)) = debian_lock() else {
+        return;
+    };
+    let jars: Vec<(&str, &[u8])> = jars.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+    for (template, args) in [
+        ("maven-lock/executor.yaml", "executor"),
+        ("maven-lock/driver.yaml", "driver"),
+    ] {
+        let Some(played) = maven_lock(template, &lock) else {
+            return;
+        };
+        let seen = assert_ran(&played, JARS, &jars);
+        assert_eq!(seen.args, args);
+        if args == "executor" {
+            assert_eq!(seen.spark_classpath, seen.classpath[JARS], "{}", seen.raw);
+        }
+    }
+}
+
+#[test]
+fn maven_lock_tampered_pin_stops_the_pod_before_spark() {
+    let Some((_repo, lock, jars)) = debian_lock() else {
+        return;
+    };
+    let pin = sha256_hex(&jars[1].1);
+    let tampered = lock.replace(&pin, &sha256_hex(b"another jar"));
+    assert_ne!(tampered, lock);
+    let Some(played) = maven_lock("maven-lock/executor.yaml", &tampered) else {
         return;
     };
     assert_stopped(&played, 4, "sha256 mismatch");

@@ -101,6 +101,12 @@ pub fn kit() -> Option<&'static Kit> {
                 "no /bin/busybox (Debian's busybox-static; `bash scripts/test.sh` installs it)",
             );
         };
+        let elf = std::fs::read(busybox).unwrap();
+        assert!(
+            !crate::image::program_header_types(&elf).contains(&crate::image::PT_INTERP),
+            "{} is dynamically linked: the images are FROM scratch (install busybox-static)",
+            busybox.display()
+        );
         let tar = root().join("pods-busybox.tar");
         busybox_rootfs(busybox, &tar);
         import(
