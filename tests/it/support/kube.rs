@@ -137,6 +137,13 @@ pub fn kit() -> Option<&'static Kit> {
     .as_ref()
 }
 
+impl Kit {
+    /// The static spark-localizer image, in the throwaway storage.
+    pub fn localizer(&self) -> &str {
+        &self.localizer
+    }
+}
+
 /// A root filesystem tar: busybox, a link per applet in /bin, the stand-in entrypoint.
 fn busybox_rootfs(busybox: &Path, tar_path: &Path) {
     let applets = Command::new(busybox).arg("--list").output().unwrap();
@@ -220,6 +227,7 @@ pub fn adapt(
     others: &mut [Value],
     role: Role,
     replace: &[(String, String)],
+    insecure_registry: Option<&str>,
     localizer: &str,
 ) {
     // Secrets → ConfigMaps of the same keys, values decoded: podman 4.3.1's Secret volumes
@@ -270,16 +278,30 @@ pub fn adapt(
             }
         }
     }
+    // The test registry speaks plain HTTP on 127.0.0.1 (a real one, TLS): the variable the
+    // oci templates' comment gives for a plain-HTTP registry, on the init container.
+    if let Some(host) = insecure_registry {
+        for c in spec["initContainers"].as_array_mut().into_iter().flatten() {
+            let env = c
+                .as_object_mut()
+                .unwrap()
+                .entry("env")
+                .or_insert_with(|| json!([]));
+            env.as_array_mut()
+                .unwrap()
+                .push(json!({"name": "SPARK_LOCALIZER_INSECURE_REGISTRY", "value": host}));
+        }
+    }
     // Spark's container (the first: Spark fills it in): Spark sets its image and its args
     // (`executor`, `driver …`); the test's stand-in image shows what the container sees,
     // from its entrypoint (way A) or from the template's command's `exec
     // /opt/entrypoint.sh "$@"` (way B), for the directories the template mounts in it from
-    // an emptyDir. The template's own command is kept.
+    // an emptyDir (or an image volume). The template's own command is kept.
     let empty_dirs: Vec<String> = spec["volumes"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|v| v.get("emptyDir").is_some())
+        .filter(|v| v.get("emptyDir").is_some() || v.get("image").is_some())
         .filter_map(|v| v["name"].as_str().map(str::to_owned))
         .collect();
     let spark = &mut spec["containers"][0];
@@ -358,6 +380,7 @@ pub struct Spec {
     pub role: Role,
     pub configmaps: Vec<Value>,
     pub replace: Vec<(String, String)>,
+    pub insecure_registry: Option<String>,
 }
 
 impl Spec {
@@ -373,6 +396,7 @@ impl Spec {
             role,
             configmaps: Vec::new(),
             replace: Vec::new(),
+            insecure_registry: None,
         }
     }
 
@@ -387,6 +411,12 @@ impl Spec {
         self
     }
 
+    /// The test registry `host` speaks plain HTTP.
+    pub fn insecure_registry(mut self, host: &str) -> Spec {
+        self.insecure_registry = Some(host.to_owned());
+        self
+    }
+
     /// Plays it; `None` when pods cannot be played here (see [`kit`]).
     pub fn play(self) -> Option<Played> {
         let kit = kit()?;
@@ -398,6 +428,7 @@ impl Spec {
             &mut configmaps,
             self.role,
             &self.replace,
+            self.insecure_registry.as_deref(),
             &kit.localizer,
         );
         let dir = tempfile::Builder::new()
