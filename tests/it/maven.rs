@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::nginx::Nginx;
 use crate::support::{s, Fault, FaultServer, Sandbox};
 
-const DEBIAN_REPO: &str = "/usr/share/maven-repo";
+pub(crate) const DEBIAN_REPO: &str = "/usr/share/maven-repo";
 
 fn ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")

@@ -6,6 +6,7 @@ pub mod cloud;
 pub mod cut_proxy;
 pub mod hdfs;
 pub mod kdc;
+pub mod kube;
 pub mod nginx;
 pub mod pki;
 pub mod podman;

@@ -1,0 +1,719 @@
+//! The pod templates played as pods: `podman kube play` of a template from
+//! `pod-templates/`, as written but for the substitutions of [`adapt`] (one place, each
+//! with its reason), in the tests' throwaway storage (`support::podman`), waited for
+//! through `podman inspect` and the events log (never a sleep), torn down with
+//! `kube play --down` by a Drop guard.
+//!
+//! Images, all built here, from local files: the static spark-localizer image
+//! (`crate::image::static_image`), a stand-in for the Spark image (Debian's static
+//! busybox, `FROM scratch`, user 185 as in the apache/spark images, whose
+//! `/opt/entrypoint.sh` shows what Spark's container sees and exits), and the pod's infra
+//! (pause) image, the same busybox sleeping, named in a `containers.conf` given to podman
+//! through `CONTAINERS_CONF`.
+//!
+//! What podman 4.3.1 needs on these machines, and what it cannot do:
+//! - no infra image of its own here (Debian's catatonit is not installed): ours, in
+//!   `[engine] infra_image`;
+//! - `[containers] default_ulimits`: the sandbox lacks CAP_SYS_RESOURCE, and runc's default
+//!   rlimits fail;
+//! - an `emptyDir` is a named volume called by the volume's name, and a ConfigMap volume
+//!   too (which `--down` leaves): two pods with a volume of the same name share it. Plays
+//!   are therefore one at a time in a test process ([`PLAYS`]), and the guard removes the
+//!   pod's volumes after `--down`;
+//! - Secret volumes are broken (a panic without `optional:`, `data:` not base64-decoded,
+//!   `stringData:` empty): a Secret is played as a ConfigMap of the same keys (values
+//!   decoded);
+//! - an init container that succeeded is removed once it has run (its exit is read from
+//!   the events log), and `/dev/termination-log` is not mounted (a failure's message is in
+//!   `podman logs`);
+//! - image volumes (`volumes[].image`) are refused:
+//!   `HostPath, ConfigMap, EmptyDir, and PersistentVolumeClaim are currently the only
+//!   supported VolumeSource`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize as _;
+use serde_json::{json, Value};
+
+use super::podman::{podman, root};
+
+/// The placeholder image of the templates' spark-localizer containers.
+const TEMPLATE_IMAGE: &str = "ghcr.io/example/spark-localizer:";
+/// The stand-in for the Spark image, and the infra image.
+const SPARK_IMAGE: &str = "localhost/pods-spark:test";
+const PAUSE_IMAGE: &str = "localhost/pods-pause:test";
+/// The variable naming the stand-in entrypoint the directories to show.
+const OBSERVE: &str = "SPARK_LOCALIZER_TEST_OBSERVE";
+/// How long a pod may take to run to its end (a bound, not a wait: states are polled).
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// One play at a time per test process: emptyDir and ConfigMap volumes are named volumes
+/// called by the template's volume names, shared by every pod in the storage.
+static PLAYS: Mutex<()> = Mutex::new(());
+
+/// The stand-in for Spark's `/opt/entrypoint.sh`: what Spark's container sees (its args,
+/// its user, `SPARK_CLASSPATH` after the template's command sourced the env file, every
+/// file under the shared directories with its sha256, the directories' mount options, the
+/// classpath files, and what a write there gives), then exit 0.
+const ENTRYPOINT: &str = r#"#!/bin/sh
+echo "args: $*"
+echo "uid: $(id -u):$(id -g)"
+echo "SPARK_CLASSPATH: ${SPARK_CLASSPATH-<unset>}"
+for dir in $SPARK_LOCALIZER_TEST_OBSERVE; do
+    find "$dir" -type f | sort | while read -r f; do
+        echo "file: $(sha256sum "$f" | cut -c1-64) $f"
+    done
+    echo "mount: $dir $(awk -v d="$dir" '$5 == d { print $6 }' /proc/self/mountinfo)"
+    if err=$(touch "$dir/.write-probe" 2>&1); then
+        echo "write: $dir written"
+    else
+        echo "write: $dir refused: $err"
+    fi
+    [ -f "$dir/classpath" ] && echo "classpath: $dir $(cat "$dir/classpath")"
+    [ -f "$dir/spark-classpath.env" ] && sed "s|^|env: $dir |" "$dir/spark-classpath.env"
+done
+exit 0
+"#;
+
+/// What the tests play with: the images and the containers.conf, made once per process.
+pub struct Kit {
+    localizer: String,
+    conf: PathBuf,
+}
+
+/// The kit, or `None` after printing why the pods cannot be played here (skipped locally,
+/// a failure under CI: see `crate::image::skip`).
+pub fn kit() -> Option<&'static Kit> {
+    static KIT: OnceLock<Option<Kit>> = OnceLock::new();
+    KIT.get_or_init(|| {
+        let localizer = crate::image::static_image()?;
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.is_file());
+        let Some(busybox) = busybox else {
+            return crate::image::skip(
+                "no /bin/busybox (Debian's busybox-static; `bash scripts/test.sh` installs it)",
+            );
+        };
+        let elf = std::fs::read(busybox).unwrap();
+        assert!(
+            !crate::image::program_header_types(&elf).contains(&crate::image::PT_INTERP),
+            "{} is dynamically linked: the images are FROM scratch (install busybox-static)",
+            busybox.display()
+        );
+        let tar = root().join("pods-busybox.tar");
+        busybox_rootfs(busybox, &tar);
+        import(
+            &tar,
+            SPARK_IMAGE,
+            &[r#"ENTRYPOINT ["/opt/entrypoint.sh"]"#, "USER 185:185"],
+        );
+        import(
+            &tar,
+            PAUSE_IMAGE,
+            &[r#"ENTRYPOINT ["/bin/sleep", "infinity"]"#],
+        );
+        let _ = std::fs::remove_file(&tar);
+        let conf = root().join("containers.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[containers]\n\
+                 default_ulimits = [\"nofile=20000:20000\", \"nproc=4096:4096\"]\n\
+                 [engine]\n\
+                 infra_image = \"{PAUSE_IMAGE}\"\n\
+                 events_logger = \"file\"\n"
+            ),
+        )
+        .unwrap();
+        Some(Kit { localizer, conf })
+    })
+    .as_ref()
+}
+
+impl Kit {
+    /// The static spark-localizer image, in the throwaway storage.
+    pub fn localizer(&self) -> &str {
+        &self.localizer
+    }
+}
+
+/// A root filesystem tar: busybox, a link per applet in /bin, the stand-in entrypoint.
+fn busybox_rootfs(busybox: &Path, tar_path: &Path) {
+    let applets = Command::new(busybox).arg("--list").output().unwrap();
+    assert!(applets.status.success(), "busybox --list failed");
+    let mut tar = tar::Builder::new(std::fs::File::create(tar_path).unwrap());
+    let mut add = |path: &str, mode: u32, body: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(body.len() as u64);
+        header.set_mode(mode);
+        header.set_entry_type(tar::EntryType::Regular);
+        tar.append_data(&mut header, path, body).unwrap();
+    };
+    add("bin/busybox", 0o755, &std::fs::read(busybox).unwrap());
+    add("opt/entrypoint.sh", 0o755, ENTRYPOINT.as_bytes());
+    for applet in String::from_utf8_lossy(&applets.stdout).split_whitespace() {
+        if applet == "busybox" {
+            continue;
+        }
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        header.set_mode(0o777);
+        tar.append_link(&mut header, format!("bin/{applet}"), "busybox")
+            .unwrap();
+    }
+    tar.into_inner().unwrap();
+}
+
+fn import(tar: &Path, image: &str, changes: &[&str]) {
+    let mut cmd = podman();
+    cmd.arg("import");
+    for change in changes {
+        cmd.args(["--change", change]);
+    }
+    let out = run(cmd.arg(tar).arg(image));
+    assert!(
+        out.status.success(),
+        "podman import {image}\n{}",
+        text(&out)
+    );
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The YAML documents of `pod-templates/<rel>`.
+pub fn documents(rel: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("pod-templates")
+        .join(rel);
+    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{rel}: {e}")))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// Which of Spark's pods a template is for: Spark's container gets that role's args.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    Driver,
+    Executor,
+}
+
+/// The only changes made to a template and its ConfigMaps/Secrets before they are played.
+/// `replace`: (text in the template, text for the test), each found at least once
+/// (placeholders for URLs, endpoints, digests, pins).
+pub fn adapt(
+    pod: &mut Value,
+    others: &mut [Value],
+    role: Role,
+    replace: &[(String, String)],
+    insecure_registry: Option<&str>,
+    localizer: &str,
+) {
+    // Secrets → ConfigMaps of the same keys, values decoded: podman 4.3.1's Secret volumes
+    // are broken (a panic without `optional:`, `data:` not base64-decoded, `stringData:`
+    // empty). Referenced the same way: the volume and env sources become ConfigMap ones.
+    for doc in others.iter_mut() {
+        if doc["kind"] == "Secret" {
+            secret_as_configmap(doc);
+        }
+    }
+    for volume in pod["spec"]["volumes"].as_array_mut().into_iter().flatten() {
+        if let Some(secret) = volume.as_object_mut().and_then(|v| v.remove("secret")) {
+            let mut cm = secret.clone();
+            let cm_obj = cm.as_object_mut().unwrap();
+            if let Some(name) = cm_obj.remove("secretName") {
+                cm_obj.insert("name".into(), name);
+            }
+            volume["configMap"] = cm;
+        }
+    }
+    // URLs, endpoints and pins → the suite's servers on 127.0.0.1 and what they serve.
+    for (from, to) in replace {
+        let mut found = 0;
+        replace_in(pod, from, to, &mut found);
+        for doc in others.iter_mut() {
+            replace_in(doc, from, to, &mut found);
+        }
+        assert!(
+            found > 0,
+            "{from:?} is not in the template any more: the test must follow it"
+        );
+    }
+    let spec = &mut pod["spec"];
+    // The pod reaches the servers on 127.0.0.1: the host's network, not a pod network.
+    spec["hostNetwork"] = json!(true);
+    // Run once and stop: what the test looks at is the first run (Kubernetes' default
+    // `Always` would restart the Spark container that exits after showing what it sees).
+    spec["restartPolicy"] = json!("Never");
+    // The spark-localizer image: the one built from images/ for this test run, in place of
+    // the placeholder of the registry users push it to.
+    for key in ["initContainers", "containers"] {
+        for c in spec[key].as_array_mut().into_iter().flatten() {
+            if c["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with(TEMPLATE_IMAGE))
+            {
+                c["image"] = json!(localizer);
+            }
+        }
+    }
+    // The test registry speaks plain HTTP on 127.0.0.1 (a real one, TLS): the variable the
+    // oci templates' comment gives for a plain-HTTP registry, on the init container.
+    if let Some(host) = insecure_registry {
+        for c in spec["initContainers"].as_array_mut().into_iter().flatten() {
+            let env = c
+                .as_object_mut()
+                .unwrap()
+                .entry("env")
+                .or_insert_with(|| json!([]));
+            env.as_array_mut()
+                .unwrap()
+                .push(json!({"name": "SPARK_LOCALIZER_INSECURE_REGISTRY", "value": host}));
+        }
+    }
+    // Spark's container (the first: Spark fills it in): Spark sets its image and its args
+    // (`executor`, `driver …`); the test's stand-in image shows what the container sees,
+    // from its entrypoint (way A) or from the template's command's `exec
+    // /opt/entrypoint.sh "$@"` (way B), for the directories the template mounts in it from
+    // an emptyDir (or an image volume). The template's own command is kept.
+    let empty_dirs: Vec<String> = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("emptyDir").is_some() || v.get("image").is_some())
+        .filter_map(|v| v["name"].as_str().map(str::to_owned))
+        .collect();
+    let spark = &mut spec["containers"][0];
+    assert!(
+        spark.get("image").is_none(),
+        "Spark's container has an image in the template: Spark sets it"
+    );
+    spark["image"] = json!(SPARK_IMAGE);
+    spark["args"] = json!([match role {
+        Role::Driver => "driver",
+        Role::Executor => "executor",
+    }]);
+    let observe: Vec<&str> = spark["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m["name"]
+                .as_str()
+                .is_some_and(|n| empty_dirs.iter().any(|e| e == n))
+        })
+        .filter_map(|m| m["mountPath"].as_str())
+        .collect();
+    let observe = observe.join(" ");
+    let env = spark
+        .as_object_mut()
+        .unwrap()
+        .entry("env")
+        .or_insert_with(|| json!([]));
+    env.as_array_mut()
+        .unwrap()
+        .push(json!({"name": OBSERVE, "value": observe}));
+}
+
+fn secret_as_configmap(doc: &mut Value) {
+    let mut data = serde_json::Map::new();
+    for (key, value) in doc["data"].as_object().into_iter().flatten() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("Secret key {key}: not base64: {e}"));
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|_| panic!("Secret key {key} is binary: not playable as a ConfigMap"));
+        data.insert(key.clone(), json!(text));
+    }
+    for (key, value) in doc["stringData"].as_object().into_iter().flatten() {
+        data.insert(key.clone(), value.clone());
+    }
+    *doc = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": doc["metadata"],
+        "data": data,
+    });
+}
+
+fn replace_in(value: &mut Value, from: &str, to: &str, found: &mut usize) {
+    match value {
+        Value::String(s) if s.contains(from) => {
+            *found += s.matches(from).count();
+            *s = s.replace(from, to);
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| replace_in(v, from, to, found)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| replace_in(v, from, to, found)),
+        _ => {}
+    }
+}
+
+/// One template to play: its pod, the ConfigMaps/Secrets to give `--configmap`, and the
+/// replacements for [`adapt`].
+pub struct Spec {
+    pub template: String,
+    pub role: Role,
+    pub configmaps: Vec<Value>,
+    pub replace: Vec<(String, String)>,
+    pub insecure_registry: Option<String>,
+}
+
+impl Spec {
+    /// `pod-templates/<template>`, for `role`.
+    pub fn new(template: &str) -> Spec {
+        let role = if template.ends_with("driver.yaml") {
+            Role::Driver
+        } else {
+            Role::Executor
+        };
+        Spec {
+            template: template.to_owned(),
+            role,
+            configmaps: Vec::new(),
+            replace: Vec::new(),
+            insecure_registry: None,
+        }
+    }
+
+    /// The ConfigMaps (or Secrets) of `pod-templates/<rel>`.
+    pub fn configmap(mut self, rel: &str) -> Spec {
+        self.configmaps.extend(documents(rel));
+        self
+    }
+
+    pub fn replace(mut self, from: impl Into<String>, to: impl Into<String>) -> Spec {
+        self.replace.push((from.into(), to.into()));
+        self
+    }
+
+    /// The test registry `host` speaks plain HTTP.
+    pub fn insecure_registry(mut self, host: &str) -> Spec {
+        self.insecure_registry = Some(host.to_owned());
+        self
+    }
+
+    /// Plays it; `None` when pods cannot be played here (see [`kit`]).
+    pub fn play(self) -> Option<Played> {
+        let kit = kit()?;
+        let lock = PLAYS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pod = documents(&self.template).remove(0);
+        let mut configmaps = self.configmaps;
+        adapt(
+            &mut pod,
+            &mut configmaps,
+            self.role,
+            &self.replace,
+            self.insecure_registry.as_deref(),
+            &kit.localizer,
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("sl-pods-")
+            .tempdir()
+            .unwrap();
+        let pod_file = dir.path().join("pod.yaml");
+        std::fs::write(&pod_file, serde_yaml_ng::to_string(&pod).unwrap()).unwrap();
+        let mut cmd = kube(kit);
+        cmd.arg("play");
+        for (i, cm) in configmaps.iter().enumerate() {
+            let file = dir.path().join(format!("configmap-{i}.yaml"));
+            std::fs::write(&file, serde_yaml_ng::to_string(cm).unwrap()).unwrap();
+            cmd.arg("--configmap").arg(&file);
+        }
+        let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+        let volumes = pod["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str().map(str::to_owned))
+            .collect();
+        let mut played = Played {
+            kit,
+            _lock: lock,
+            _dir: dir,
+            pod_file,
+            pod,
+            name,
+            volumes,
+            output: None,
+            id: String::new(),
+        };
+        // Volumes of the same names left by a pod before this one would be reused.
+        played.remove_volumes();
+        let out = run(cmd.arg(&played.pod_file));
+        // Its id (kube play prints it only when the pod started): the events name it.
+        let id = run(podman().args(["pod", "inspect", "--format", "{{.ID}}", &played.name]));
+        played.id = String::from_utf8_lossy(&id.stdout).trim().to_owned();
+        played.output = Some(out);
+        Some(played)
+    }
+}
+
+/// `podman kube` on the throwaway storage with the harness's containers.conf.
+fn kube(kit: &Kit) -> Command {
+    let mut cmd = podman();
+    cmd.env("CONTAINERS_CONF", &kit.conf).arg("kube");
+    cmd
+}
+
+/// A played pod, torn down on Drop.
+pub struct Played {
+    kit: &'static Kit,
+    _lock: MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    pod_file: PathBuf,
+    pod: Value,
+    name: String,
+    volumes: Vec<String>,
+    output: Option<Output>,
+    id: String,
+}
+
+/// One line of podman's events log about one of the pod's containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub container: String,
+    pub status: String,
+    pub exit_code: i64,
+}
+
+impl Played {
+    /// `kube play`'s exit code and output.
+    pub fn play_output(&self) -> (Option<i32>, String) {
+        let out = self.output.as_ref().unwrap();
+        (out.status.code(), text(out))
+    }
+
+    /// The YAML played, for messages.
+    pub fn yaml(&self) -> String {
+        std::fs::read_to_string(&self.pod_file).unwrap()
+    }
+
+    /// podman's name of the template's container `name`.
+    pub fn container(&self, name: &str) -> String {
+        format!("{}-{name}", self.name)
+    }
+
+    fn container_names(&self, key: &str) -> Vec<String> {
+        self.pod["spec"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .map(|n| self.container(n))
+            .collect()
+    }
+
+    /// The name of the template's Spark container (the first) and its init containers.
+    pub fn spark(&self) -> String {
+        self.container_names("containers").remove(0)
+    }
+
+    pub fn init(&self) -> String {
+        self.container_names("initContainers").remove(0)
+    }
+
+    /// `podman inspect` of a container's `.State.<field>`; `None` when it does not exist.
+    pub fn state(&self, container: &str, field: &str) -> Option<String> {
+        let out = run(podman().args([
+            "inspect",
+            "--type",
+            "container",
+            "--format",
+            &format!("{{{{.State.{field}}}}}"),
+            container,
+        ]));
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Waits (polling `podman inspect`) until `container` has exited; its exit code.
+    pub fn wait_exit(&self, container: &str) -> i64 {
+        let exited = super::wait_for(LIMIT, || {
+            self.state(container, "Status").as_deref() == Some("exited")
+        });
+        assert!(
+            exited,
+            "{container} did not exit within {LIMIT:?}: {:?}\n{}\n{}",
+            self.state(container, "Status"),
+            self.logs(container),
+            self.yaml()
+        );
+        self.state(container, "ExitCode").unwrap().parse().unwrap()
+    }
+
+    /// `podman logs` of a container (stdout and stderr).
+    pub fn logs(&self, container: &str) -> String {
+        let out = run(podman().args(["logs", container]));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// The events of this pod's containers (infra excluded), in the order podman logged
+    /// them: `died` carries the exit code (0 when podman leaves it out).
+    pub fn events(&self) -> Vec<Event> {
+        let out = run(&mut events_command(self.kit));
+        assert!(out.status.success(), "podman events\n{}", text(&out));
+        let all: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let ours: BTreeMap<String, String> = all
+            .iter()
+            .filter(|e| e["Type"] == "container" && e["PodID"] == self.id.as_str())
+            .filter_map(|e| Some((e["ID"].as_str()?.to_owned(), e["Name"].as_str()?.to_owned())))
+            .filter(|(_, name)| name.starts_with(&format!("{}-", self.name)))
+            .collect();
+        all.iter()
+            .filter(|e| e["Type"] == "container")
+            .filter_map(|e| {
+                let name = ours.get(e["ID"].as_str()?)?;
+                Some(Event {
+                    container: name.clone(),
+                    status: e["Status"].as_str()?.to_owned(),
+                    exit_code: e["ContainerExitCode"].as_i64().unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// Waits for the Spark container to exit 0 and reads what it saw.
+    pub fn observed(&self) -> Observed {
+        let spark = self.spark();
+        let code = self.wait_exit(&spark);
+        let logs = self.logs(&spark);
+        assert_eq!(code, 0, "{spark} exited {code}:\n{logs}\n{}", self.yaml());
+        Observed::parse(&logs)
+    }
+
+    fn remove_volumes(&self) {
+        for volume in &self.volumes {
+            let _ = run(podman().args(["volume", "rm", "--force", volume]));
+        }
+    }
+}
+
+/// `podman events` of the whole (throwaway) storage, as JSON lines, without waiting.
+fn events_command(kit: &Kit) -> Command {
+    let mut cmd = podman();
+    cmd.env("CONTAINERS_CONF", &kit.conf)
+        .args(["events", "--stream=false", "--format", "json"]);
+    cmd
+}
+
+impl Drop for Played {
+    fn drop(&mut self) {
+        let down = run(kube(self.kit).args(["play", "--down"]).arg(&self.pod_file));
+        if !down.status.success() {
+            // A pod kube play left half made: removed by name.
+            let _ = run(podman().args(["pod", "rm", "--force", &self.name]));
+        }
+        self.remove_volumes();
+    }
+}
+
+/// What the stand-in Spark entrypoint printed.
+#[derive(Debug, Default)]
+pub struct Observed {
+    pub args: String,
+    pub uid: String,
+    pub spark_classpath: String,
+    /// path → sha256 of every file under the shared directories.
+    pub files: BTreeMap<String, String>,
+    /// directory → its mount options.
+    pub mounts: BTreeMap<String, String>,
+    /// directory → what a write there gave.
+    pub writes: BTreeMap<String, String>,
+    /// directory → its `classpath` file.
+    pub classpath: BTreeMap<String, String>,
+    /// directory → its `spark-classpath.env`.
+    pub env: BTreeMap<String, String>,
+    pub raw: String,
+}
+
+impl Observed {
+    fn parse(logs: &str) -> Observed {
+        let mut o = Observed {
+            raw: logs.to_owned(),
+            ..Observed::default()
+        };
+        for line in logs.lines() {
+            let Some((key, rest)) = line.split_once(": ") else {
+                continue;
+            };
+            let (first, second) = rest.split_once(' ').unwrap_or((rest, ""));
+            match key {
+                "args" => o.args = rest.to_owned(),
+                "uid" => o.uid = rest.to_owned(),
+                "SPARK_CLASSPATH" => o.spark_classpath = rest.to_owned(),
+                "file" => {
+                    o.files.insert(second.to_owned(), first.to_owned());
+                }
+                "mount" => {
+                    o.mounts.insert(first.to_owned(), second.to_owned());
+                }
+                "write" => {
+                    o.writes.insert(first.to_owned(), second.to_owned());
+                }
+                "classpath" => {
+                    o.classpath.insert(first.to_owned(), second.to_owned());
+                }
+                "env" => {
+                    let env = o.env.entry(first.to_owned()).or_default();
+                    env.push_str(second);
+                    env.push('\n');
+                }
+                _ => {}
+            }
+        }
+        o
+    }
+
+    /// Asserts `dir` is mounted read-only and a write there is refused as such.
+    pub fn assert_read_only(&self, dir: &str) {
+        let opts = self
+            .mounts
+            .get(dir)
+            .unwrap_or_else(|| panic!("{dir} is not a mount:\n{}", self.raw));
+        assert!(
+            opts.split(',').any(|o| o == "ro"),
+            "{dir} is mounted {opts}, not read-only:\n{}",
+            self.raw
+        );
+        let write = &self.writes[dir];
+        assert!(
+            write.starts_with("refused") && write.contains("Read-only file system"),
+            "a write in {dir}: {write}\n{}",
+            self.raw
+        );
+    }
+}
