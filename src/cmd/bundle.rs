@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures_util::TryStreamExt as _;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::cli::{ArgOrigins, BundleArgs, FetchArgs, LogFormat};
 use crate::cmd::deadline::Phase;
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{config_failure, stop_on_signals, stopped};
+use crate::cmd::oci::retrying;
 use crate::config::{Problems, Settings};
 use crate::fault::{FaultKind, SourceError};
 use crate::layout;
@@ -515,28 +516,6 @@ impl Blob<'_> {
                 let bytes = bytes::Bytes::copy_from_slice(bytes);
                 Box::new(move || reqwest::Body::from(bytes.clone()))
             }
-        }
-    }
-}
-
-/// `attempt` again on a transient failure, as `--retries` and `--retry-delay` say.
-async fn retrying<T, F, Fut>(policy: &RetryPolicy, what: &str, attempt: F) -> Result<T, SourceError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, SourceError>>,
-{
-    let mut tried = 1;
-    loop {
-        match attempt().await {
-            Ok(done) => return Ok(done),
-            Err(e) => match policy.next_delay(tried, &e) {
-                Some(delay) => {
-                    warn!("{what}: {} (retrying in {delay:?})", e.describe());
-                    tokio::time::sleep(delay).await;
-                    tried += 1;
-                }
-                None => return Err(e),
-            },
         }
     }
 }

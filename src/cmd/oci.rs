@@ -222,20 +222,32 @@ async fn with_retries(
     registry: &Registry,
     r: &Reference,
 ) -> Result<Resolved, SourceError> {
-    let mut attempt = 1;
+    retrying(policy, &format!("oci://{}", r.name()), || {
+        registry.resolve(r)
+    })
+    .await
+}
+
+/// `attempt` again on a transient failure, as `--retries` and `--retry-delay`
+/// say (each retry logged as `what: why (retrying in …)`).
+pub(crate) async fn retrying<T, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    attempt: F,
+) -> Result<T, SourceError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SourceError>>,
+{
+    let mut tried = 1;
     loop {
-        match registry.resolve(r).await {
-            Ok(resolved) => return Ok(resolved),
-            Err(e) => match policy.next_delay(attempt, &e) {
+        match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(e) => match policy.next_delay(tried, &e) {
                 Some(delay) => {
-                    warn!(
-                        "oci://{}: {} (retrying in {:?})",
-                        r.name(),
-                        e.describe(),
-                        delay
-                    );
+                    warn!("{what}: {} (retrying in {delay:?})", e.describe());
                     tokio::time::sleep(delay).await;
-                    attempt += 1;
+                    tried += 1;
                 }
                 None => return Err(e),
             },

@@ -16,7 +16,7 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::json;
@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::support::hdfs::TestHdfs;
 use crate::support::nginx::Nginx;
 use crate::support::pki::Pki;
+use crate::support::podman::{output, text};
 use crate::support::registry::Registry;
 use crate::support::{data, is_root, sha256_hex, FaultServer, BIN};
 
@@ -81,20 +82,6 @@ fn podman_run() -> Command {
         "nproc=4096:4096",
     ]);
     cmd
-}
-
-fn output(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// What trying podman found.

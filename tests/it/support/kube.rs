@@ -40,7 +40,7 @@ use base64::Engine as _;
 use serde::Deserialize as _;
 use serde_json::{json, Value};
 
-use super::podman::{podman, root};
+use super::podman::{output, podman, root, text};
 
 /// The placeholder image of the templates' spark-localizer containers.
 const TEMPLATE_IMAGE: &str = "ghcr.io/example/spark-localizer:";
@@ -178,26 +178,12 @@ fn import(tar: &Path, image: &str, changes: &[&str]) {
     for change in changes {
         cmd.args(["--change", change]);
     }
-    let out = run(cmd.arg(tar).arg(image));
+    let out = output(cmd.arg(tar).arg(image));
     assert!(
         out.status.success(),
         "podman import {image}\n{}",
         text(&out)
     );
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The YAML documents of `pod-templates/<rel>`.
@@ -282,14 +268,7 @@ pub fn adapt(
     // oci templates' comment gives for a plain-HTTP registry, on the init container.
     if let Some(host) = insecure_registry {
         for c in spec["initContainers"].as_array_mut().into_iter().flatten() {
-            let env = c
-                .as_object_mut()
-                .unwrap()
-                .entry("env")
-                .or_insert_with(|| json!([]));
-            env.as_array_mut()
-                .unwrap()
-                .push(json!({"name": "SPARK_LOCALIZER_INSECURE_REGISTRY", "value": host}));
+            push_env(c, "SPARK_LOCALIZER_INSECURE_REGISTRY", host);
         }
     }
     // Spark's container (the first: Spark fills it in): Spark sets its image and its args
@@ -326,14 +305,19 @@ pub fn adapt(
         .filter_map(|m| m["mountPath"].as_str())
         .collect();
     let observe = observe.join(" ");
-    let env = spark
+    push_env(spark, OBSERVE, &observe);
+}
+
+/// Adds `name=value` to `container`'s `env`.
+fn push_env(container: &mut Value, name: &str, value: &str) {
+    let env = container
         .as_object_mut()
         .unwrap()
         .entry("env")
         .or_insert_with(|| json!([]));
     env.as_array_mut()
         .unwrap()
-        .push(json!({"name": OBSERVE, "value": observe}));
+        .push(json!({"name": name, "value": value}));
 }
 
 fn secret_as_configmap(doc: &mut Value) {
@@ -464,9 +448,9 @@ impl Spec {
         };
         // Volumes of the same names left by a pod before this one would be reused.
         played.remove_volumes();
-        let out = run(cmd.arg(&played.pod_file));
+        let out = output(cmd.arg(&played.pod_file));
         // Its id (kube play prints it only when the pod started): the events name it.
-        let id = run(podman().args(["pod", "inspect", "--format", "{{.ID}}", &played.name]));
+        let id = output(podman().args(["pod", "inspect", "--format", "{{.ID}}", &played.name]));
         played.id = String::from_utf8_lossy(&id.stdout).trim().to_owned();
         played.output = Some(out);
         Some(played)
@@ -539,7 +523,7 @@ impl Played {
 
     /// `podman inspect` of a container's `.State.<field>`; `None` when it does not exist.
     pub fn state(&self, container: &str, field: &str) -> Option<String> {
-        let out = run(podman().args([
+        let out = output(podman().args([
             "inspect",
             "--type",
             "container",
@@ -569,7 +553,7 @@ impl Played {
 
     /// `podman logs` of a container (stdout and stderr).
     pub fn logs(&self, container: &str) -> String {
-        let out = run(podman().args(["logs", container]));
+        let out = output(podman().args(["logs", container]));
         format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -580,7 +564,7 @@ impl Played {
     /// The events of this pod's containers (infra excluded), in the order podman logged
     /// them: `died` carries the exit code (0 when podman leaves it out).
     pub fn events(&self) -> Vec<Event> {
-        let out = run(&mut events_command(self.kit));
+        let out = output(&mut events_command(self.kit));
         assert!(out.status.success(), "podman events\n{}", text(&out));
         let all: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -617,7 +601,7 @@ impl Played {
 
     fn remove_volumes(&self) {
         for volume in &self.volumes {
-            let _ = run(podman().args(["volume", "rm", "--force", volume]));
+            let _ = output(podman().args(["volume", "rm", "--force", volume]));
         }
     }
 }
@@ -632,10 +616,10 @@ fn events_command(kit: &Kit) -> Command {
 
 impl Drop for Played {
     fn drop(&mut self) {
-        let down = run(kube(self.kit).args(["play", "--down"]).arg(&self.pod_file));
+        let down = output(kube(self.kit).args(["play", "--down"]).arg(&self.pod_file));
         if !down.status.success() {
             // A pod kube play left half made: removed by name.
-            let _ = run(podman().args(["pod", "rm", "--force", &self.name]));
+            let _ = output(podman().args(["pod", "rm", "--force", &self.name]));
         }
         self.remove_volumes();
     }

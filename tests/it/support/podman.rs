@@ -107,3 +107,19 @@ extern "C" fn remove_root() {
         );
     }
 }
+
+/// Runs `cmd` (podman or another tool) to completion.
+pub fn output(cmd: &mut Command) -> std::process::Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// An outcome as a failed assertion shows it: exit code, stdout and stderr.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
