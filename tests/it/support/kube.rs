@@ -365,6 +365,9 @@ pub struct Spec {
     pub configmaps: Vec<Value>,
     pub replace: Vec<(String, String)>,
     pub insecure_registry: Option<String>,
+    /// The pod, when it is not the template's first document: the pod a DaemonSet or a
+    /// SparkApplication makes, built by the test from the template (see [`Spec::pod`]).
+    pub pod: Option<Value>,
 }
 
 impl Spec {
@@ -381,6 +384,18 @@ impl Spec {
             configmaps: Vec::new(),
             replace: Vec::new(),
             insecure_registry: None,
+            pod: None,
+        }
+    }
+
+    /// The pod `pod` made from `pod-templates/<template>` (a DaemonSet's pod template, a
+    /// SparkApplication's driver or executor) by the caller, which says how in its doc,
+    /// played as `role`.
+    pub fn pod(template: &str, role: Role, pod: Value) -> Spec {
+        Spec {
+            role,
+            pod: Some(pod),
+            ..Spec::new(template)
         }
     }
 
@@ -405,7 +420,10 @@ impl Spec {
     pub fn play(self) -> Option<Played> {
         let kit = kit()?;
         let lock = PLAYS.lock().unwrap_or_else(|e| e.into_inner());
-        let mut pod = documents(&self.template).remove(0);
+        let mut pod = match self.pod {
+            Some(pod) => pod,
+            None => documents(&self.template).remove(0),
+        };
         let mut configmaps = self.configmaps;
         adapt(
             &mut pod,
