@@ -12,7 +12,7 @@
 //! skipped locally without them, failed under CI. Everything lives in the tests' throwaway
 //! podman storage (`support::podman`).
 
-use crate::support::kube::{Event, Played, Spec};
+use crate::support::kube::{Event, Played, Role, Spec};
 use crate::support::nginx::Nginx;
 use crate::support::registry::{Layer, Registry, PASSWORD};
 use std::path::Path;
@@ -179,6 +179,46 @@ fn http_maven_driver_plays() {
 fn http_maven_wrong_pin_stops_the_pod_before_spark() {
     let wrong = sha256_hex(b"not the jar");
     let Some((played, _, _nginx)) = http_maven("http-maven/executor.yaml", &wrong) else {
+        return;
+    };
+    assert_stopped(&played, 4, "sha256 mismatch");
+}
+
+/// The SparkApplication's driver and executor pods (as the spark-operator's webhook makes
+/// them, see `kube::spark_application_pod`), with http-maven's pins ConfigMap as its
+/// header says, and the jar on nginx pinned `pin`.
+fn spark_operator(role: Role, pin: &str) -> Option<(Played, Vec<u8>, Served)> {
+    let template = "spark-operator/sparkapplication.yaml";
+    let jar = data(3801, 400_000);
+    let served = serve(&[(&format!("maven2/{CELEBORN}"), &jar)])?;
+    let app = crate::support::kube::documents(template).remove(0);
+    let pod = crate::support::kube::spark_application_pod(&app, role);
+    let played = Spec::pod(template, role, pod)
+        .configmap("http-maven/pins-configmap.yaml")
+        .replace("https://repo.example.com/", served.0.url(""))
+        .replace(ZEROS, pin)
+        .play()?;
+    Some((played, jar, served))
+}
+
+#[test]
+fn spark_operator_driver_and_executor_play() {
+    let pin = sha256_hex(&data(3801, 400_000));
+    for (role, args) in [(Role::Driver, "driver"), (Role::Executor, "executor")] {
+        let Some((played, jar, _nginx)) = spark_operator(role, &pin) else {
+            return;
+        };
+        let seen = assert_ran(&played, JARS, &[(CELEBORN_JAR, &jar)]);
+        // Way A: the classpath is spark.{driver,executor}.extraClassPath, not the env.
+        assert_eq!(seen.args, args);
+        assert_eq!(seen.spark_classpath, "<unset>");
+    }
+}
+
+#[test]
+fn spark_operator_wrong_pin_stops_the_pod_before_spark() {
+    let wrong = sha256_hex(b"not the jar");
+    let Some((played, _, _nginx)) = spark_operator(Role::Executor, &wrong) else {
         return;
     };
     assert_stopped(&played, 4, "sha256 mismatch");

@@ -205,6 +205,46 @@ pub enum Role {
     Executor,
 }
 
+/// The pod the Kubeflow spark-operator's webhook makes of a SparkApplication for `role`,
+/// as far as the template shapes it: the role's `initContainers` and `serviceAccount`, a
+/// Spark container (named as Spark names it, no image: Spark sets it) with the role's
+/// `volumeMounts`, and the application's `volumes` that container mounts (the operator
+/// copies only those). What Spark adds (its own volumes, the conf ConfigMap) is not the
+/// template's and not played.
+pub fn spark_application_pod(app: &Value, role: Role) -> Value {
+    let (key, container, suffix) = match role {
+        Role::Driver => ("driver", "spark-kubernetes-driver", "driver"),
+        Role::Executor => ("executor", "spark-kubernetes-executor", "exec-1"),
+    };
+    let shape = &app["spec"][key];
+    let mounts = shape["volumeMounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mounted = |v: &&Value| mounts.iter().any(|m| m["name"] == v["name"]);
+    let volumes: Vec<Value> = app["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(mounted)
+        .cloned()
+        .collect();
+    let mut spec = json!({
+        "initContainers": shape["initContainers"],
+        "containers": [{"name": container, "volumeMounts": mounts}],
+        "volumes": volumes,
+    });
+    if let Some(account) = shape["serviceAccount"].as_str() {
+        spec["serviceAccountName"] = json!(account);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("{}-{suffix}", app["metadata"]["name"].as_str().unwrap())},
+        "spec": spec,
+    })
+}
+
 /// The only changes made to a template and its ConfigMaps/Secrets before they are played.
 /// `replace`: (text in the template, text for the test), each found at least once
 /// (placeholders for URLs, endpoints, digests, pins).
