@@ -15,6 +15,7 @@ pub(crate) mod ranges;
 pub(crate) mod server;
 pub(crate) mod tls;
 pub(crate) mod trail;
+pub(crate) mod upload;
 
 /// Why the HTTP client could not be set up (a configuration error).
 #[derive(Debug, thiserror::Error)]

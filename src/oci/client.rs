@@ -471,8 +471,9 @@ impl Registry {
                 .client
                 .request(method.clone(), current.clone())
                 .headers(extra.clone());
+            let watch = crate::net::upload::Watch::new();
             if let Some(body) = body {
-                request = request.body(body());
+                request = request.body(watch.body(body()));
             }
             let same_host = current.host_str() == start.host_str()
                 && current.port_or_known_default() == start.port_or_known_default();
@@ -483,13 +484,12 @@ impl Registry {
                 .build()
                 .map_err(|e| transport_error(start.as_str(), e))?;
             let answer = crate::net::trail::execute(&self.client, request);
-            // An upload is answered once its body is sent: the deadline bounds it.
-            let answer = match body {
-                Some(_) => answer.await,
-                None => tokio::time::timeout(self.stall, answer)
-                    .await
-                    .map_err(|_| self.stalled(current.as_str()))?,
-            };
+            // `--stall-timeout` from when the request last moved: sent, or a
+            // chunk of its body taken.
+            let answer = watch
+                .answer(self.stall, answer)
+                .await
+                .ok_or_else(|| self.stalled(current.as_str()))?;
             let response = answer.map_err(|e| transport_error(&redact_url(current.as_str()), e))?;
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED
             {

@@ -631,3 +631,77 @@ fn fetch_of_a_bundle_refuses_hostile_layers_and_restores_a_replaced_jar() {
     fetch("good").expect_code(0);
     assert_eq!(std::fs::read(sb.jar("a.jar")).unwrap(), b"x");
 }
+
+/// A registry that starts an upload and then never answers its `PUT` (it holds the
+/// connection and reads nothing more): the push stalls after `--stall-timeout`, like a
+/// download that gets no bytes, is retried, and fails with exit 3 long before `--deadline`
+/// (it ran until the deadline, exit 5, when only the deadline bounded an upload).
+#[test]
+fn an_upload_the_registry_never_answers_stalls_instead_of_running_to_the_deadline() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = std::sync::Arc::clone(&puts);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let held = std::sync::Arc::clone(&held);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                loop {
+                    let mut head = Vec::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push(line);
+                    }
+                    let answer = match head[0].split(' ').next().unwrap() {
+                        "POST" => "HTTP/1.1 202 Accepted\r\nLocation: /v2/team/deps/blobs/uploads/1\r\nContent-Length: 0\r\n\r\n",
+                        "PUT" => {
+                            // Never answered, never read again: the test's end closes it.
+                            held.lock().unwrap().push(writer);
+                            return;
+                        }
+                        _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+                    };
+                    writer.write_all(answer.as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    let sb = Sandbox::new();
+    let jar = sb.write("a.jar", crate::support::data(2, 1000));
+    let out = sb
+        .bundle()
+        .args(["--jars", &format!("file://{}", s(&jar))])
+        .args(["--insecure-registry", &host])
+        .args([
+            "--stall-timeout",
+            "1s",
+            "--retries",
+            "1",
+            "--deadline",
+            "10m",
+        ])
+        .arg(format!("oci://{host}/team/deps:1"))
+        .run();
+    out.expect_code(3);
+    assert!(
+        out.stderr
+            .contains(&format!("cannot push oci://{host}/team/deps"))
+            && out
+                .stderr
+                .contains("no answer within 1.0s (--stall-timeout)"),
+        "{}",
+        out.stderr
+    );
+    // Each blob's PUT, and its retry.
+    let puts = puts.lock().unwrap().len();
+    assert!(puts >= 2 && puts % 2 == 0, "{puts} PUTs");
+}
