@@ -32,9 +32,11 @@ const SBOM_FILE: &str = crate::layout::SBOM_FILE;
 struct Job {
     target: Reference,
     mount: String,
-    /// The working directory (canonical), removed with `_work`.
+    /// The working directory (canonical), removed with `_work`, locked by
+    /// `_owner` while this bundle runs.
     root: PathBuf,
     _work: tempfile::TempDir,
+    _owner: std::fs::File,
     /// `fetch`'s arguments, laying out under `root`.
     fetch: FetchArgs,
     settings: Settings,
@@ -52,6 +54,7 @@ pub(crate) async fn run(
         mount,
         root,
         _work,
+        _owner,
         fetch,
         settings,
         registry,
@@ -145,17 +148,13 @@ fn job(args: &BundleArgs, origins: &ArgOrigins) -> Result<Job, Problems> {
             ));
         }
     }
-    let work = tempfile::Builder::new()
-        .prefix("spark-localizer-bundle.")
-        .tempdir()
-        .and_then(|w| Ok((w.path().canonicalize()?, w)))
-        .map_err(|e| {
-            problems.push_message(format!(
-                "cannot make a working directory in {} (TMPDIR): {e}",
-                std::env::temp_dir().display()
-            ))
-        });
-    let (Some(target), Some(mount), Ok((root, work)), true) =
+    let work = work_dir().map_err(|e| {
+        problems.push_message(format!(
+            "cannot make a working directory in {} (TMPDIR): {e}",
+            std::env::temp_dir().display()
+        ))
+    });
+    let (Some(target), Some(mount), Ok((root, work, owner)), true) =
         (target, mount, work, problems.is_empty())
     else {
         return Err(problems);
@@ -185,6 +184,7 @@ fn job(args: &BundleArgs, origins: &ArgOrigins) -> Result<Job, Problems> {
             mount,
             root,
             _work: work,
+            _owner: owner,
             fetch,
             settings,
             registry,
@@ -392,6 +392,51 @@ fn laid_out(dir: &Path) -> Result<Vec<String>, (ExitCode, String)> {
     }
     names.sort();
     Ok(names)
+}
+
+/// The working directories' prefix under TMPDIR.
+const WORK_PREFIX: &str = "spark-localizer-bundle.";
+/// The file in a working directory whose lock says its bundle still runs.
+const OWNER: &str = ".owner";
+
+/// A working directory under TMPDIR (canonical), locked for as long as this
+/// bundle runs, made after removing the ones bundles that were killed
+/// (SIGKILL, the OOM killer) left: their lock is free. The lock is taken
+/// before the file has its name, so a sweep never takes a directory being made.
+fn work_dir() -> std::io::Result<(PathBuf, tempfile::TempDir, std::fs::File)> {
+    sweep(&std::env::temp_dir());
+    let work = tempfile::Builder::new().prefix(WORK_PREFIX).tempdir()?;
+    let making = work.path().join(".owner-new");
+    let owner = std::fs::File::create(&making)?;
+    owner.try_lock()?;
+    std::fs::rename(&making, work.path().join(OWNER))?;
+    Ok((work.path().canonicalize()?, work, owner))
+}
+
+/// Removes the working directories in `tmp` whose bundle is gone. One without
+/// the lock file is left alone (being made, or not ours).
+fn sweep(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(owner) = std::fs::File::open(dir.join(OWNER)) else {
+            continue;
+        };
+        if owner.try_lock().is_ok() {
+            tracing::info!(
+                "removing {}: a bundle that was killed left it",
+                dir.display()
+            );
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!("cannot remove {}: {e}", dir.display());
+            }
+        }
+    }
 }
 
 /// The classpath file and `spark-classpath.env` naming the jars under

@@ -705,3 +705,44 @@ fn an_upload_the_registry_never_answers_stalls_instead_of_running_to_the_deadlin
     let puts = puts.lock().unwrap().len();
     assert!(puts >= 2 && puts % 2 == 0, "{puts} PUTs");
 }
+
+/// The working directories killed bundles left under TMPDIR (their lock file free) are
+/// removed by the next bundle, refused or not; a running bundle's (its lock held), one
+/// being made (no lock file yet) and anything else there are left.
+#[test]
+fn a_bundle_removes_the_working_directories_killed_bundles_left() {
+    let sb = Sandbox::new();
+    let tmp = sb.root.join("tmp");
+    let dir = |name: &str| {
+        let dir = tmp.join(format!("spark-localizer-bundle.{name}"));
+        std::fs::create_dir_all(dir.join("jars")).unwrap();
+        dir
+    };
+    let killed = dir("killed");
+    std::fs::write(killed.join(".owner"), "").unwrap();
+    std::fs::write(killed.join("jars/a.jar"), "x").unwrap();
+    let running = dir("running");
+    let lock = std::fs::File::create(running.join(".owner")).unwrap();
+    lock.try_lock().unwrap();
+    dir("making");
+    std::fs::create_dir_all(tmp.join("unrelated")).unwrap();
+    sb.bundle()
+        .env("TMPDIR", &s(&tmp))
+        .arg("oci://127.0.0.1:1/team/deps:1")
+        .run()
+        .expect_code(2);
+    let mut left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "spark-localizer-bundle.making",
+            "spark-localizer-bundle.running",
+            "unrelated"
+        ]
+    );
+    drop(lock);
+}
