@@ -430,3 +430,126 @@ fn podman_out(args: &[&str]) -> String {
     assert!(out.status.success(), "podman {args:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// A free port on 127.0.0.1, for a pod on the host's network.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// (status, body) of `GET path` on 127.0.0.1:`port` (0 when nothing answers).
+fn get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut raw = String::new();
+    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_string(&mut raw).is_err() {
+        return (0, String::new());
+    }
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+    (status.unwrap_or(0), body.to_owned())
+}
+
+/// The mirror's counters and gauges from its `/metrics`, by name without the prefix.
+fn mirror_metrics(port: u16) -> std::collections::HashMap<String, u64> {
+    let (status, body) = get(port, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            let name = name.strip_prefix("spark_localizer_mirror_")?;
+            Some((name.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The mirror's DaemonSet pod (as its controller makes it, `kube::daemonset_pod`) serving
+/// on `port` of the host's network, with `origin` allowed in place of the example's.
+fn mirror_pod(origin: &str, port: u16) -> Option<Played> {
+    let template = "mirror/daemonset.yaml";
+    let set = crate::support::kube::documents(template).remove(0);
+    let played = Spec::pod(
+        template,
+        Role::Daemon,
+        crate::support::kube::daemonset_pod(&set),
+    )
+    .replace("0.0.0.0:10001", format!("127.0.0.1:{port}"))
+    .replace("https://repo.example.com/", origin)
+    .play()?;
+    let (code, out) = played.play_output();
+    assert_eq!(code, Some(0), "kube play\n{out}\n{}", played.yaml());
+    let ready = crate::support::wait_for(std::time::Duration::from_secs(60), || {
+        get(port, "/healthz").0 == 200
+    });
+    let mirror = played.container("mirror");
+    assert!(
+        ready,
+        "the mirror pod never answered:\n{}",
+        played.logs(&mirror)
+    );
+    Some(played)
+}
+
+/// The mirror's executor template, played while the DaemonSet's pod runs, the Service's
+/// address being that pod's on the host's network.
+fn mirror_executor(mirror: &Played, port: u16, origin: &str, pin: &str) -> Played {
+    Spec::new("mirror/executor.yaml")
+        .configmap("http-maven/pins-configmap.yaml")
+        .replace(
+            "http://spark-localizer-mirror.spark-mirror.svc:10001",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .replace("https://repo.example.com/", origin)
+        .replace(ZEROS, pin)
+        .play_beside(mirror)
+}
+
+/// The mirror's DaemonSet pod plays and serves executor pods: the first executor's jar is
+/// a miss the mirror fetched from the origin, the second's a hit from its store (the
+/// origin asked once in all); a wrong pin through the mirror still stops the pod.
+#[test]
+fn mirror_daemonset_pod_serves_executor_pods() {
+    let jar = data(3801, 400_000);
+    let path = format!("maven2/{CELEBORN}");
+    let Some((nginx, _root)) = serve(&[(&path, &jar)]) else {
+        return;
+    };
+    let port = free_port();
+    let Some(mirror) = mirror_pod(&nginx.url(""), port) else {
+        return;
+    };
+    let pin = sha256_hex(&jar);
+    for round in 1..=2 {
+        let executor = mirror_executor(&mirror, port, &nginx.url(""), &pin);
+        let seen = assert_ran(&executor, JARS, &[(CELEBORN_JAR, &jar)]);
+        assert_eq!(seen.spark_classpath, format!("{JARS}/{CELEBORN_JAR}"));
+        drop(executor);
+        // Published once the client had its last byte.
+        assert!(crate::support::wait_for(
+            std::time::Duration::from_secs(60),
+            || mirror_metrics(port)["transfers"] == 0
+        ));
+        let m = mirror_metrics(port);
+        assert_eq!(
+            (m["misses_total"], m["hits_total"], m["blobs"]),
+            (1, round - 1, 1),
+            "round {round}: {m:?}"
+        );
+    }
+    let gets = nginx
+        .access_log()
+        .iter()
+        .filter(|l| l.starts_with(&format!("GET /{path} ")))
+        .count();
+    assert_eq!(gets, 1, "{:#?}", nginx.access_log());
+
+    let wrong = sha256_hex(b"not the jar");
+    let executor = mirror_executor(&mirror, port, &nginx.url(""), &wrong);
+    assert_stopped(&executor, 4, "sha256 mismatch");
+}

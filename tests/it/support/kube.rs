@@ -26,6 +26,8 @@
 //! - an init container that succeeded is removed once it has run (its exit is read from
 //!   the events log), and `/dev/termination-log` is not mounted (a failure's message is in
 //!   `podman logs`);
+//! - a container's `ports` are taken for port mappings, refused on the host's network: they
+//!   are dropped (the pods listen on the host's network, as the mirror's DaemonSet does);
 //! - image volumes (`volumes[].image`) are refused:
 //!   `HostPath, ConfigMap, EmptyDir, and PersistentVolumeClaim are currently the only
 //!   supported VolumeSource`.
@@ -203,6 +205,22 @@ pub fn documents(rel: &str) -> Vec<Value> {
 pub enum Role {
     Driver,
     Executor,
+    /// A pod of no Spark's: a node daemon (the mirror's DaemonSet), played as written
+    /// but for the images and the substitutions asked.
+    Daemon,
+}
+
+/// The pod a DaemonSet's controller makes on a node: its pod template's metadata and spec.
+pub fn daemonset_pod(set: &Value) -> Value {
+    let template = &set["spec"]["template"];
+    let mut metadata = template["metadata"].clone();
+    metadata["name"] = set["metadata"]["name"].clone();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": template["spec"],
+    })
 }
 
 /// The pod the Kubeflow spark-operator's webhook makes of a SparkApplication for `role`,
@@ -214,7 +232,7 @@ pub enum Role {
 pub fn spark_application_pod(app: &Value, role: Role) -> Value {
     let (key, container, suffix) = match role {
         Role::Driver => ("driver", "spark-kubernetes-driver", "driver"),
-        Role::Executor => ("executor", "spark-kubernetes-executor", "exec-1"),
+        Role::Executor | Role::Daemon => ("executor", "spark-kubernetes-executor", "exec-1"),
     };
     let shape = &app["spec"][key];
     let mounts = shape["volumeMounts"]
@@ -289,6 +307,16 @@ pub fn adapt(
     let spec = &mut pod["spec"];
     // The pod reaches the servers on 127.0.0.1: the host's network, not a pod network.
     spec["hostNetwork"] = json!(true);
+    // A container's `ports` are what it listens on, on the host's network as in a pod's:
+    // podman 4.3.1 takes them for port mappings, which it refuses on the host's network
+    // ("PortMappings can only be used with Bridge or slirp4netns networking").
+    for key in ["initContainers", "containers"] {
+        for c in spec[key].as_array_mut().into_iter().flatten() {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("ports");
+            }
+        }
+    }
     // Run once and stop: what the test looks at is the first run (Kubernetes' default
     // `Always` would restart the Spark container that exits after showing what it sees).
     spec["restartPolicy"] = json!("Never");
@@ -311,6 +339,9 @@ pub fn adapt(
             push_env(c, "SPARK_LOCALIZER_INSECURE_REGISTRY", host);
         }
     }
+    if role == Role::Daemon {
+        return;
+    }
     // Spark's container (the first: Spark fills it in): Spark sets its image and its args
     // (`executor`, `driver …`); the test's stand-in image shows what the container sees,
     // from its entrypoint (way A) or from the template's command's `exec
@@ -331,7 +362,7 @@ pub fn adapt(
     spark["image"] = json!(SPARK_IMAGE);
     spark["args"] = json!([match role {
         Role::Driver => "driver",
-        Role::Executor => "executor",
+        Role::Executor | Role::Daemon => "executor",
     }]);
     let observe: Vec<&str> = spark["volumeMounts"]
         .as_array()
@@ -460,6 +491,32 @@ impl Spec {
     pub fn play(self) -> Option<Played> {
         let kit = kit()?;
         let lock = PLAYS.lock().unwrap_or_else(|e| e.into_inner());
+        Some(self.play_locked(kit, Some(lock)))
+    }
+
+    /// Plays it while `first` runs (a pod serving this one: the mirror's DaemonSet pod),
+    /// under `first`'s turn: the two must not share a volume name, and this one is
+    /// dropped first.
+    pub fn play_beside(self, first: &Played) -> Played {
+        let names: Vec<String> = self.volume_names();
+        assert!(
+            !names.iter().any(|n| first.volumes.contains(n)),
+            "{} and {} share a volume name: they would share the volume",
+            self.template,
+            first.pod_file.display()
+        );
+        self.play_locked(first.kit, None)
+    }
+
+    fn volume_names(&self) -> Vec<String> {
+        let pod = match &self.pod {
+            Some(pod) => pod.clone(),
+            None => documents(&self.template).remove(0),
+        };
+        volume_names(&pod)
+    }
+
+    fn play_locked(self, kit: &'static Kit, lock: Option<MutexGuard<'static, ()>>) -> Played {
         let mut pod = match self.pod {
             Some(pod) => pod,
             None => documents(&self.template).remove(0),
@@ -487,12 +544,7 @@ impl Spec {
             cmd.arg("--configmap").arg(&file);
         }
         let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
-        let volumes = pod["spec"]["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v["name"].as_str().map(str::to_owned))
-            .collect();
+        let volumes = volume_names(&pod);
         let mut played = Played {
             kit,
             _lock: lock,
@@ -511,8 +563,17 @@ impl Spec {
         let id = output(podman().args(["pod", "inspect", "--format", "{{.ID}}", &played.name]));
         played.id = String::from_utf8_lossy(&id.stdout).trim().to_owned();
         played.output = Some(out);
-        Some(played)
+        played
     }
+}
+
+fn volume_names(pod: &Value) -> Vec<String> {
+    pod["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// `podman kube` on the throwaway storage with the harness's containers.conf.
@@ -525,7 +586,8 @@ fn kube(kit: &Kit) -> Command {
 /// A played pod, torn down on Drop.
 pub struct Played {
     kit: &'static Kit,
-    _lock: MutexGuard<'static, ()>,
+    /// The turn of this play (none for a pod played beside another).
+    _lock: Option<MutexGuard<'static, ()>>,
     _dir: tempfile::TempDir,
     pod_file: PathBuf,
     pod: Value,
