@@ -553,3 +553,208 @@ fn mirror_daemonset_pod_serves_executor_pods() {
     let executor = mirror_executor(&mirror, port, &nginx.url(""), &wrong);
     assert_stopped(&executor, 4, "sha256 mismatch");
 }
+
+/// The staging server (TLS from the test CA) with the jars and a file uploaded as the
+/// staging templates' Secret says (`stage upload --secret-manifest spark-init`): what that
+/// printed, the properties it lists, and what was uploaded.
+struct Staged {
+    _work: tempfile::TempDir,
+    _stage: crate::stage_serve::Stage,
+    /// The Secret manifest `stage upload` printed, parsed.
+    secret: serde_json::Value,
+    /// The properties the manifest lists, for `--conf` (and so `spark.properties`).
+    properties: Vec<(String, String)>,
+    ca_pem: String,
+    jars: Vec<(&'static str, Vec<u8>)>,
+    file: Vec<u8>,
+}
+
+impl Staged {
+    fn property(&self, key: &str) -> &str {
+        let found = self.properties.iter().find(|(k, _)| k == key);
+        &found
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.properties))
+            .1
+    }
+}
+
+fn staged() -> Staged {
+    use crate::support::s;
+    let pki = crate::support::pki::Pki::new();
+    let work = tempfile::tempdir().unwrap();
+    let (cert, key) = pki.write_leaf(work.path());
+    let stage = crate::stage_serve::Stage::start(
+        &work.path().join("store"),
+        &["--tls-cert", &s(&cert), "--tls-key", &s(&key)],
+    );
+    let ca = work.path().join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let jars = vec![
+        ("app.jar", data(3811, 200_000)),
+        ("lib.jar", data(3812, 100_000)),
+    ];
+    let file = b"spark.app.conf=1\n".to_vec();
+    let up = work.path().join("up");
+    std::fs::create_dir_all(&up).unwrap();
+    for (name, bytes) in &jars {
+        std::fs::write(up.join(name), bytes).unwrap();
+    }
+    std::fs::write(up.join("app.conf"), &file).unwrap();
+    let out = std::process::Command::new(crate::support::BIN)
+        .args(["stage", "upload", "--server"])
+        .arg(format!("https://{}", stage.addr))
+        .args(["--ca-cert", &s(&ca), "--namespace", "spark"])
+        .args(["--secret-manifest", "spark-init", "--jars"])
+        .arg(format!(
+            "{},{}",
+            s(&up.join("app.jar")),
+            s(&up.join("lib.jar"))
+        ))
+        .arg("--files")
+        .arg(up.join("app.conf"))
+        .output()
+        .unwrap();
+    let manifest = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let properties = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   spark."))
+        .map(|l| l.split("   (").next().unwrap())
+        .map(|l| {
+            let (k, v) = l.split_once('=').unwrap();
+            (format!("spark.{k}"), v.to_owned())
+        })
+        .collect();
+    let secret = serde_yaml_ng::from_str(&manifest).unwrap();
+    Staged {
+        _work: work,
+        _stage: stage,
+        secret,
+        properties,
+        ca_pem: pki.ca_pem.clone(),
+        jars,
+        file,
+    }
+}
+
+/// A staging template with the Secret `stage upload` printed (the example's placeholders
+/// are its values), the test CA in the CA ConfigMap, and `more` for the role.
+fn staging(template: &str, staged: &Staged, more: impl FnOnce(Spec) -> Spec) -> Option<Played> {
+    let example_ca = crate::support::kube::documents("staging/staging-ca-configmap.yaml")[0]
+        ["data"]["ca.crt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pod = crate::support::kube::documents(template).remove(0);
+    let role = if template.ends_with("driver.yaml") {
+        Role::Driver
+    } else {
+        Role::Executor
+    };
+    let spec = Spec::pod(template, role, pod)
+        .document(staged.secret.clone())
+        .configmap("staging/staging-ca-configmap.yaml")
+        .replace(example_ca, staged.ca_pem.as_str());
+    more(spec).play()
+}
+
+/// Spark's driver pod: the template, and the volume Spark adds after reading it,
+/// `spark-conf-volume-driver`, the ConfigMap of `spark.properties` every `--conf` goes
+/// into (here the properties `stage upload` listed).
+fn staging_driver(staged: &Staged) -> Option<Played> {
+    let template = "staging/driver.yaml";
+    let properties: String = staged
+        .properties
+        .iter()
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect();
+    staging(template, staged, |spec| {
+        let mut spec = spec.document(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "spark-drv-conf-map"},
+            "data": {"spark.properties": properties},
+        }));
+        let pod = spec.pod.as_mut().unwrap();
+        pod["spec"]["volumes"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "name": "spark-conf-volume-driver",
+                "configMap": {"name": "spark-drv-conf-map"},
+            }));
+        spec
+    })
+}
+
+/// Spark's executor pod: the template and the ConfigMap of the server and ids, its example
+/// values replaced by what `stage upload` listed.
+fn staging_executor(staged: &Staged) -> Option<Played> {
+    staging("staging/executor.yaml", staged, |spec| {
+        spec.configmap("staging/spark-init-configmap.yaml")
+            .replace(
+                "https://spark-staging.spark-staging.svc:10000",
+                staged.property("spark.kubernetes.resourceStagingServer.uri"),
+            )
+            .replace(
+                "0123456789abcdef0123456789abcdef",
+                staged.property("spark.kubernetes.initcontainer.downloadJarsResourceIdentifier"),
+            )
+            .replace(
+                "fedcba9876543210fedcba9876543210",
+                staged.property("spark.kubernetes.initcontainer.downloadFilesResourceIdentifier"),
+            )
+    })
+}
+
+#[test]
+fn staging_driver_and_executor_play() {
+    if crate::support::kube::kit().is_none() {
+        return;
+    }
+    let staged = staged();
+    let jars: Vec<(&str, &[u8])> = staged.jars.iter().map(|(n, b)| (*n, &b[..])).collect();
+    let (dir, files) = ("/var/spark-data/spark-jars", "/var/spark-data/spark-files");
+    for args in ["driver", "executor"] {
+        let played = match args {
+            "driver" => staging_driver(&staged),
+            _ => staging_executor(&staged),
+        }
+        .unwrap();
+        let seen = assert_ran(&played, dir, &jars);
+        assert_eq!(seen.args, args);
+        assert_eq!(
+            seen.files.get(&format!("{files}/app.conf")),
+            Some(&sha256_hex(&staged.file)),
+            "{}",
+            seen.raw
+        );
+        seen.assert_read_only(files);
+        drop(played);
+    }
+}
+
+#[test]
+fn staging_wrong_secret_stops_the_pod_before_spark() {
+    if crate::support::kube::kit().is_none() {
+        return;
+    }
+    let mut staged = staged();
+    let jars_secret = staged.secret["stringData"]["downloadSubmittedJarsSecret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    staged.secret["stringData"]["downloadSubmittedJarsSecret"] =
+        serde_json::json!(jars_secret.chars().rev().collect::<String>());
+    let played = staging_executor(&staged).unwrap();
+    assert_stopped(&played, 3, "401");
+    let logs = played.logs(&played.init());
+    assert!(
+        !logs.contains(&jars_secret),
+        "a secret in the logs:\n{logs}"
+    );
+}

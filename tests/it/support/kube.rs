@@ -277,6 +277,8 @@ pub fn adapt(
     // Secrets → ConfigMaps of the same keys, values decoded: podman 4.3.1's Secret volumes
     // are broken (a panic without `optional:`, `data:` not base64-decoded, `stringData:`
     // empty). Referenced the same way: the volume and env sources become ConfigMap ones.
+    // Named `secret-<name>`: a Secret and a ConfigMap may share a name (staging's
+    // `spark-init`), a ConfigMap and a ConfigMap may not.
     for doc in others.iter_mut() {
         if doc["kind"] == "Secret" {
             secret_as_configmap(doc);
@@ -287,7 +289,8 @@ pub fn adapt(
             let mut cm = secret.clone();
             let cm_obj = cm.as_object_mut().unwrap();
             if let Some(name) = cm_obj.remove("secretName") {
-                cm_obj.insert("name".into(), name);
+                let name = format!("secret-{}", name.as_str().unwrap());
+                cm_obj.insert("name".into(), json!(name));
             }
             volume["configMap"] = cm;
         }
@@ -404,10 +407,12 @@ fn secret_as_configmap(doc: &mut Value) {
     for (key, value) in doc["stringData"].as_object().into_iter().flatten() {
         data.insert(key.clone(), value.clone());
     }
+    let mut metadata = doc["metadata"].clone();
+    metadata["name"] = json!(format!("secret-{}", metadata["name"].as_str().unwrap()));
     *doc = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": doc["metadata"],
+        "metadata": metadata,
         "data": data,
     });
 }
@@ -473,6 +478,13 @@ impl Spec {
     /// The ConfigMaps (or Secrets) of `pod-templates/<rel>`.
     pub fn configmap(mut self, rel: &str) -> Spec {
         self.configmaps.extend(documents(rel));
+        self
+    }
+
+    /// A ConfigMap (or Secret) the test makes: what Spark adds to its pods (the driver's
+    /// `spark.properties`), or what a command prints for the user to apply.
+    pub fn document(mut self, doc: Value) -> Spec {
+        self.configmaps.push(doc);
         self
     }
 
