@@ -304,7 +304,7 @@ fn token_files_are_checked_before_use() {
 
 /// A Writable token file (Hadoop's `Credentials.writeTokenStorageFile`) with one
 /// HDFS delegation token.
-fn token_file(service: &str) -> Vec<u8> {
+pub(crate) fn token_file(service: &str) -> Vec<u8> {
     token_file_until(service, 4_100_000_000_000)
 }
 

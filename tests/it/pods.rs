@@ -758,3 +758,85 @@ fn staging_wrong_secret_stops_the_pod_before_spark() {
         "a secret in the logs:\n{logs}"
     );
 }
+
+/// The hdfs templates against the test HDFS: the template's HA nameservice `ns1` with its
+/// two NameNodes (nn1 standby, nn2 active) at the test's addresses, the two jars at the
+/// template's paths, and the token Secret holding a Hadoop token file with an HDFS
+/// delegation token for `service` (binary: played as `binaryData`). The test HDFS speaks
+/// SIMPLE (it answers the client's SASL negotiation with SUCCESS, as a simple-auth Hadoop
+/// server does); the token is checked by the client before any traffic.
+fn hdfs(template: &str, service: &str) -> Option<(Played, Jars, crate::support::hdfs::TestHdfs)> {
+    use base64::Engine as _;
+    let src = tempfile::tempdir().unwrap();
+    let jars: Jars = vec![
+        (CELEBORN_JAR.to_owned(), data(3821, 1_500_000)),
+        ("app-udfs-1.4.0.jar".to_owned(), data(3822, 90_000)),
+    ];
+    let files: Vec<serde_json::Value> = jars
+        .iter()
+        .map(|(name, bytes)| {
+            let path = src.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            serde_json::json!({
+                "path": format!("/apps/spark/libs/{name}"),
+                "source": crate::support::s(&path),
+                "block_size": 1 << 20,
+            })
+        })
+        .collect();
+    let cluster = crate::support::hdfs::TestHdfs::start(serde_json::json!({
+        "nameservice": "ns1",
+        "namenodes": [
+            {"name": "nn1", "port": 0, "state": "standby"},
+            {"name": "nn2", "port": 0, "state": "active"},
+        ],
+        "datanodes": [{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}],
+        "checksum": "CRC32C",
+        "bytes_per_checksum": 512,
+        "files": files,
+    }))?;
+    let token = crate::hdfs::token_file(service);
+    let mut secret = crate::support::kube::documents("hdfs/tokens-secret.yaml").remove(0);
+    secret.as_object_mut().unwrap().remove("stringData");
+    secret["data"] = serde_json::json!({
+        "hadoop-tokens": base64::engine::general_purpose::STANDARD.encode(&token),
+    });
+    let played = Spec::new(template)
+        .configmap("hdfs/hadoop-conf-configmap.yaml")
+        .document(secret)
+        .replace(
+            "namenode-1.hadoop.example.com:8020",
+            cluster.namenode_addr(0).to_string(),
+        )
+        .replace(
+            "namenode-2.hadoop.example.com:8020",
+            cluster.namenode_addr(1).to_string(),
+        )
+        .play()?;
+    Some((played, jars, cluster))
+}
+
+#[test]
+fn hdfs_executor_and_driver_play() {
+    for (template, args) in [
+        ("hdfs/executor.yaml", "executor"),
+        ("hdfs/driver.yaml", "driver"),
+    ] {
+        let Some((played, jars, _cluster)) = hdfs(template, "ha-hdfs:ns1") else {
+            return;
+        };
+        let jars: Vec<(&str, &[u8])> = jars.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+        let seen = assert_ran(&played, JARS, &jars);
+        assert_eq!(seen.args, args);
+    }
+}
+
+/// A token file with no delegation token for the template's nameservice: stopped before
+/// any traffic, naming the file and what it holds.
+#[test]
+fn hdfs_token_for_another_cluster_stops_the_pod_before_spark() {
+    let Some((played, _, _cluster)) = hdfs("hdfs/executor.yaml", "ha-hdfs:another") else {
+        return;
+    };
+    assert_stopped(&played, 2, "no HDFS delegation token for it");
+}

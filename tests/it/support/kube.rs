@@ -395,14 +395,17 @@ fn push_env(container: &mut Value, name: &str, value: &str) {
 }
 
 fn secret_as_configmap(doc: &mut Value) {
-    let mut data = serde_json::Map::new();
+    let (mut data, mut binary) = (serde_json::Map::new(), serde_json::Map::new());
     for (key, value) in doc["data"].as_object().into_iter().flatten() {
+        let encoded = value.as_str().unwrap_or_default();
         let bytes = base64::engine::general_purpose::STANDARD
-            .decode(value.as_str().unwrap_or_default())
+            .decode(encoded)
             .unwrap_or_else(|e| panic!("Secret key {key}: not base64: {e}"));
-        let text = String::from_utf8(bytes)
-            .unwrap_or_else(|_| panic!("Secret key {key} is binary: not playable as a ConfigMap"));
-        data.insert(key.clone(), json!(text));
+        // A binary value (a token file, a keytab) as the ConfigMap's `binaryData`.
+        match String::from_utf8(bytes) {
+            Ok(text) => data.insert(key.clone(), json!(text)),
+            Err(_) => binary.insert(key.clone(), json!(encoded)),
+        };
     }
     for (key, value) in doc["stringData"].as_object().into_iter().flatten() {
         data.insert(key.clone(), value.clone());
@@ -415,6 +418,9 @@ fn secret_as_configmap(doc: &mut Value) {
         "metadata": metadata,
         "data": data,
     });
+    if !binary.is_empty() {
+        doc["binaryData"] = json!(binary);
+    }
 }
 
 fn replace_in(value: &mut Value, from: &str, to: &str, found: &mut usize) {
