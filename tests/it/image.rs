@@ -186,7 +186,7 @@ pub fn static_image() -> Option<String> {
 }
 
 /// The Kerberos-capable image, from this test build's glibc binary.
-fn kerberos_image() -> Option<String> {
+pub(crate) fn kerberos_image() -> Option<String> {
     static IMAGE: OnceLock<String> = OnceLock::new();
     let bin = static_bin()?;
     if !podman_works(&bin) {

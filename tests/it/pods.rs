@@ -840,3 +840,103 @@ fn hdfs_token_for_another_cluster_stops_the_pod_before_spark() {
     };
     assert_stopped(&played, 2, "no HDFS delegation token for it");
 }
+
+/// The hdfs-kerberos executor with the Kerberos-capable image against the Kerberos-only
+/// test HDFS (GSSAPI, block tokens) and the real MIT KDC: the template's nameservice at
+/// the test's NameNodes, the KDC's krb5.conf in place of the example's realm, its user's
+/// principal and keytab (binary: the ConfigMap's `binaryData`) in place of the example's.
+fn hdfs_kerberos(keytab: &Path) -> Option<(Played, Jars, crate::support::hdfs::TestHdfs)> {
+    use base64::Engine as _;
+    let image = crate::image::kerberos_image()?;
+    let kdc = crate::support::kdc::kdc()?;
+    let src = tempfile::tempdir().unwrap();
+    let jars: Jars = vec![
+        (CELEBORN_JAR.to_owned(), data(3831, 1_200_000)),
+        ("app-udfs-1.4.0.jar".to_owned(), data(3832, 70_000)),
+    ];
+    let files: Vec<serde_json::Value> = jars
+        .iter()
+        .map(|(name, bytes)| {
+            let path = src.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            serde_json::json!({
+                "path": format!("/apps/spark/libs/{name}"),
+                "source": crate::support::s(&path),
+                "block_size": 1 << 20,
+            })
+        })
+        .collect();
+    let cluster = crate::kerberos::secure_hdfs(
+        kdc,
+        &src.path().join(CELEBORN_JAR),
+        serde_json::json!({
+            "nameservice": "ns1",
+            "namenodes": [
+                {"name": "nn1", "port": 0, "state": "standby"},
+                {"name": "nn2", "port": 0, "state": "active"},
+            ],
+            "files": files,
+        }),
+    )?;
+    let example_krb5 = crate::support::kube::documents("hdfs-kerberos/krb5-configmap.yaml")[0]
+        ["data"]["krb5.conf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut secret = crate::support::kube::documents("hdfs-kerberos/keytab-secret.yaml").remove(0);
+    secret.as_object_mut().unwrap().remove("stringData");
+    secret["data"] = serde_json::json!({
+        "keytab": base64::engine::general_purpose::STANDARD.encode(std::fs::read(keytab).unwrap()),
+    });
+    let mut spec = Spec::new("hdfs-kerberos/executor.yaml")
+        .configmap("hdfs-kerberos/hadoop-conf-configmap.yaml")
+        .configmap("hdfs-kerberos/krb5-configmap.yaml")
+        .document(secret)
+        .replace(
+            "namenode-1.hadoop.example.com:8020",
+            cluster.namenode_addr(0).to_string(),
+        )
+        .replace(
+            "namenode-2.hadoop.example.com:8020",
+            cluster.namenode_addr(1).to_string(),
+        )
+        .replace(
+            example_krb5,
+            std::fs::read_to_string(kdc.krb5_conf()).unwrap(),
+        )
+        .replace("spark@EXAMPLE.COM", crate::support::kdc::USER);
+    spec.kerberos = Some(image);
+    let played = spec.play()?;
+    Some((played, jars, cluster))
+}
+
+#[test]
+fn hdfs_kerberos_executor_plays() {
+    let Some(kdc) = crate::support::kdc::kdc() else {
+        return;
+    };
+    let Some((played, jars, cluster)) = hdfs_kerberos(&kdc.user_keytab()) else {
+        return;
+    };
+    let jars: Vec<(&str, &[u8])> = jars.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+    let seen = assert_ran(&played, JARS, &jars);
+    assert_eq!(seen.args, "executor");
+    let authenticated = format!("authenticated {}", crate::support::kdc::USER);
+    assert!(
+        !cluster.log_lines(&authenticated).is_empty(),
+        "{}",
+        cluster.stderr()
+    );
+}
+
+/// A keytab from before the user's key changed: the KDC refuses it, exit 3.
+#[test]
+fn hdfs_kerberos_stale_keytab_stops_the_pod_before_spark() {
+    let Some(kdc) = crate::support::kdc::kdc() else {
+        return;
+    };
+    let Some((played, _, _cluster)) = hdfs_kerberos(&kdc.stale_keytab()) else {
+        return;
+    };
+    assert_stopped(&played, 3, "keytab");
+}

@@ -197,7 +197,33 @@ pub fn documents(rel: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(&yaml)
         .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{rel}: {e}")))
         .filter(|doc| !doc.is_null())
+        .map(|mut doc| {
+            octal_modes(&mut doc);
+            doc
+        })
         .collect()
+}
+
+/// File modes as Kubernetes reads them: its YAML is 1.1, where `0440` is an octal number;
+/// serde_yaml_ng reads YAML 1.2, where it is a string.
+fn octal_modes(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                let octal = v
+                    .as_str()
+                    .filter(|_| key == "defaultMode" || key == "mode")
+                    .and_then(|s| s.strip_prefix('0'))
+                    .and_then(|s| u32::from_str_radix(s, 8).ok());
+                match octal {
+                    Some(mode) => *v = json!(mode),
+                    None => octal_modes(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(octal_modes),
+        _ => {}
+    }
 }
 
 /// Which of Spark's pods a template is for: Spark's container gets that role's args.
@@ -272,7 +298,7 @@ pub fn adapt(
     role: Role,
     replace: &[(String, String)],
     insecure_registry: Option<&str>,
-    localizer: &str,
+    (localizer, kerberos): (&str, Option<&str>),
 ) {
     // Secrets → ConfigMaps of the same keys, values decoded: podman 4.3.1's Secret volumes
     // are broken (a panic without `optional:`, `data:` not base64-decoded, `stringData:`
@@ -327,12 +353,17 @@ pub fn adapt(
     // the placeholder of the registry users push it to.
     for key in ["initContainers", "containers"] {
         for c in spec[key].as_array_mut().into_iter().flatten() {
-            if c["image"]
+            let Some(tag) = c["image"]
                 .as_str()
-                .is_some_and(|i| i.starts_with(TEMPLATE_IMAGE))
-            {
-                c["image"] = json!(localizer);
-            }
+                .and_then(|i| i.strip_prefix(TEMPLATE_IMAGE))
+            else {
+                continue;
+            };
+            // The Kerberos-capable image (`-kerberos` tags), built from images/ too.
+            c["image"] = json!(match tag.ends_with("-kerberos") {
+                true => kerberos.expect("a -kerberos image in the template: Spec::kerberos"),
+                false => localizer,
+            });
         }
     }
     // The test registry speaks plain HTTP on 127.0.0.1 (a real one, TLS): the variable the
@@ -450,6 +481,8 @@ pub struct Spec {
     /// The pod, when it is not the template's first document: the pod a DaemonSet or a
     /// SparkApplication makes, built by the test from the template (see [`Spec::pod`]).
     pub pod: Option<Value>,
+    /// The Kerberos-capable image, for templates that name it.
+    pub kerberos: Option<String>,
 }
 
 impl Spec {
@@ -467,6 +500,7 @@ impl Spec {
             replace: Vec::new(),
             insecure_registry: None,
             pod: None,
+            kerberos: None,
         }
     }
 
@@ -546,7 +580,7 @@ impl Spec {
             self.role,
             &self.replace,
             self.insecure_registry.as_deref(),
-            &kit.localizer,
+            (&kit.localizer, self.kerberos.as_deref()),
         );
         let dir = tempfile::Builder::new()
             .prefix("sl-pods-")
