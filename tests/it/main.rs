@@ -30,6 +30,7 @@ mod observability;
 mod oci;
 mod outputs;
 mod pods;
+mod pods_stores;
 mod ranges;
 mod readme;
 mod restart;

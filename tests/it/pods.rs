@@ -20,19 +20,19 @@ use std::path::Path;
 use crate::support::{data, sha256_hex, Sandbox};
 
 /// The template's jars directory (and way B's `spark-classpath.env`).
-const JARS: &str = "/opt/spark/extra-jars";
+pub(crate) const JARS: &str = "/opt/spark/extra-jars";
 /// The placeholder pin of the example ConfigMaps (fails every fetch until replaced).
-const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The template's Celeborn client, under the Maven layout the templates name.
-const CELEBORN: &str = "org/apache/celeborn/celeborn-client-spark-3-shaded_2.12/0.5.1/celeborn-client-spark-3-shaded_2.12-0.5.1.jar";
-const CELEBORN_JAR: &str = "celeborn-client-spark-3-shaded_2.12-0.5.1.jar";
+pub(crate) const CELEBORN: &str = "org/apache/celeborn/celeborn-client-spark-3-shaded_2.12/0.5.1/celeborn-client-spark-3-shaded_2.12-0.5.1.jar";
+pub(crate) const CELEBORN_JAR: &str = "celeborn-client-spark-3-shaded_2.12-0.5.1.jar";
 
 /// The pod ran: kube play exit 0, the init container started and exited 0 before Spark's
 /// container started, and Spark's container saw `jars` (name → bytes) byte for byte in
 /// `dir`, in that order on the classpath, read-only; with `SPARK_CLASSPATH` from the env
 /// file when the template's command sources it (executors, way B), unset otherwise.
-fn assert_ran(
+pub(crate) fn assert_ran(
     played: &Played,
     dir: &str,
     jars: &[(&str, &[u8])],
@@ -87,7 +87,7 @@ fn assert_ran(
 
 /// The pod stopped at its init container: kube play failed, the init container exited
 /// `code` with `message` in its logs, and Spark's container was created but never started.
-fn assert_stopped(played: &Played, code: i64, message: &str) {
+pub(crate) fn assert_stopped(played: &Played, code: i64, message: &str) {
     let (play, out) = played.play_output();
     assert_ne!(play, Some(0), "kube play\n{out}");
     assert!(
@@ -122,9 +122,9 @@ fn assert_stopped(played: &Played, code: i64, message: &str) {
 }
 
 /// nginx serving `files` (path under its root → bytes), and that root.
-type Served = (Nginx, tempfile::TempDir);
+pub(crate) type Served = (Nginx, tempfile::TempDir);
 
-fn serve(files: &[(&str, &[u8])]) -> Option<Served> {
+pub(crate) fn serve(files: &[(&str, &[u8])]) -> Option<Served> {
     let root = tempfile::Builder::new()
         .prefix("sl-pods-www-")
         .tempdir()

@@ -28,6 +28,10 @@
 //!   `podman logs`);
 //! - a container's `ports` are taken for port mappings, refused on the host's network: they
 //!   are dropped (the pods listen on the host's network, as the mirror's DaemonSet does);
+//! - projected volumes (the `serviceAccountToken` that EKS's and Azure's webhooks project
+//!   for workload identity) are refused: such a volume is played as a ConfigMap of the
+//!   token a stand-in identity provider accepts, same volume name and mount
+//!   ([`Identity`], [`play_identity`]);
 //! - image volumes (`volumes[].image`) are refused:
 //!   `HostPath, ConfigMap, EmptyDir, and PersistentVolumeClaim are currently the only
 //!   supported VolumeSource`.
@@ -413,6 +417,60 @@ pub fn adapt(
     push_env(spark, OBSERVE, &observe);
 }
 
+/// A workload identity as the cluster gives it to the pod, played against the suite's
+/// stand-ins (a fake STS, a fake Entra ID, a metadata server on 127.0.0.1).
+pub struct Identity {
+    /// The template's projected service-account token volume: podman 4.3.1 refuses
+    /// `projected` volumes, so it is played as a ConfigMap of `files` (the `token` a stand-in
+    /// accepts, or refuses for a failing case), same volume name, same mounts.
+    pub volume: String,
+    pub files: Vec<(String, String)>,
+    /// Added to the init containers' env: the endpoints of the stand-ins on 127.0.0.1 (what
+    /// a real cloud reaches at its public endpoints, e.g. AWS_ENDPOINT_URL for the S3
+    /// server, AWS_ENDPOINT_URL_STS for the STS), and what a webhook would inject that the
+    /// template leaves to it.
+    pub env: Vec<(String, String)>,
+}
+
+/// The [`Identity`] substitutions, made after [`adapt`]'s: the token volume becomes a
+/// ConfigMap (added to `others`), the stand-ins' endpoints go into the init containers' env.
+pub fn play_identity(pod: &mut Value, others: &mut Vec<Value>, identity: &Identity) {
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let cm_name = format!("{pod_name}-{}", identity.volume);
+    let volume = pod["spec"]["volumes"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == identity.volume.as_str())
+        .unwrap_or_else(|| panic!("no volume {} in the template", identity.volume));
+    assert!(
+        volume.get("projected").is_some(),
+        "{} is not a projected volume any more: the test must follow it",
+        identity.volume
+    );
+    *volume = json!({"name": identity.volume, "configMap": {"name": cm_name}});
+    let data: serde_json::Map<String, Value> = identity
+        .files
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    others.push(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": cm_name},
+        "data": data,
+    }));
+    for c in pod["spec"]["initContainers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        for (name, value) in &identity.env {
+            push_env(c, name, value);
+        }
+    }
+}
+
 /// Adds `name=value` to `container`'s `env`.
 fn push_env(container: &mut Value, name: &str, value: &str) {
     let env = container
@@ -483,6 +541,8 @@ pub struct Spec {
     pub pod: Option<Value>,
     /// The Kerberos-capable image, for templates that name it.
     pub kerberos: Option<String>,
+    /// The workload identity to play (see [`Identity`]).
+    pub identity: Option<Identity>,
 }
 
 impl Spec {
@@ -501,6 +561,7 @@ impl Spec {
             insecure_registry: None,
             pod: None,
             kerberos: None,
+            identity: None,
         }
     }
 
@@ -530,6 +591,12 @@ impl Spec {
 
     pub fn replace(mut self, from: impl Into<String>, to: impl Into<String>) -> Spec {
         self.replace.push((from.into(), to.into()));
+        self
+    }
+
+    /// The workload identity to play in place of the cluster's (see [`Identity`]).
+    pub fn identity(mut self, identity: Identity) -> Spec {
+        self.identity = Some(identity);
         self
     }
 
@@ -582,6 +649,9 @@ impl Spec {
             self.insecure_registry.as_deref(),
             (&kit.localizer, self.kerberos.as_deref()),
         );
+        if let Some(identity) = &self.identity {
+            play_identity(&mut pod, &mut configmaps, identity);
+        }
         let dir = tempfile::Builder::new()
             .prefix("sl-pods-")
             .tempdir()
