@@ -766,54 +766,90 @@ fn staging_wrong_secret_stops_the_pod_before_spark() {
 /// SIMPLE (it answers the client's SASL negotiation with SUCCESS, as a simple-auth Hadoop
 /// server does); the token is checked by the client before any traffic.
 fn hdfs(template: &str, service: &str) -> Option<(Played, Jars, crate::support::hdfs::TestHdfs)> {
-    use base64::Engine as _;
+    let libs = hdfs_libs(3821);
+    let mut config = libs.ns1();
+    config["datanodes"] = serde_json::json!([{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}]);
+    config["checksum"] = serde_json::json!("CRC32C");
+    config["bytes_per_checksum"] = serde_json::json!(512);
+    let cluster = crate::support::hdfs::TestHdfs::start(config)?;
+    let secret = binary_secret(
+        "hdfs/tokens-secret.yaml",
+        "hadoop-tokens",
+        &crate::hdfs::token_file(service),
+    );
+    let spec = Spec::new(template)
+        .configmap("hdfs/hadoop-conf-configmap.yaml")
+        .document(secret);
+    let played = at_namenodes(spec, &cluster).play()?;
+    Some((played, libs.jars, cluster))
+}
+
+/// The two jars the hdfs templates name, as files the test HDFS serves from.
+struct HdfsLibs {
+    src: tempfile::TempDir,
+    jars: Jars,
+}
+
+/// The hdfs templates' jars, their bytes made from `seed` and `seed + 1`.
+fn hdfs_libs(seed: u64) -> HdfsLibs {
     let src = tempfile::tempdir().unwrap();
     let jars: Jars = vec![
-        (CELEBORN_JAR.to_owned(), data(3821, 1_500_000)),
-        ("app-udfs-1.4.0.jar".to_owned(), data(3822, 90_000)),
+        (CELEBORN_JAR.to_owned(), data(seed, 1_200_000)),
+        ("app-udfs-1.4.0.jar".to_owned(), data(seed + 1, 70_000)),
     ];
-    let files: Vec<serde_json::Value> = jars
-        .iter()
-        .map(|(name, bytes)| {
-            let path = src.path().join(name);
-            std::fs::write(&path, bytes).unwrap();
-            serde_json::json!({
-                "path": format!("/apps/spark/libs/{name}"),
-                "source": crate::support::s(&path),
-                "block_size": 1 << 20,
+    for (name, bytes) in &jars {
+        std::fs::write(src.path().join(name), bytes).unwrap();
+    }
+    HdfsLibs { src, jars }
+}
+
+impl HdfsLibs {
+    /// The test HDFS config of the templates' HA nameservice `ns1` (nn1 standby, nn2
+    /// active) serving the jars at the templates' paths.
+    fn ns1(&self) -> serde_json::Value {
+        let files: Vec<serde_json::Value> = self
+            .jars
+            .iter()
+            .map(|(name, _)| {
+                serde_json::json!({
+                    "path": format!("/apps/spark/libs/{name}"),
+                    "source": crate::support::s(&self.src.path().join(name)),
+                    "block_size": 1 << 20,
+                })
             })
+            .collect();
+        serde_json::json!({
+            "nameservice": "ns1",
+            "namenodes": [
+                {"name": "nn1", "port": 0, "state": "standby"},
+                {"name": "nn2", "port": 0, "state": "active"},
+            ],
+            "files": files,
         })
-        .collect();
-    let cluster = crate::support::hdfs::TestHdfs::start(serde_json::json!({
-        "nameservice": "ns1",
-        "namenodes": [
-            {"name": "nn1", "port": 0, "state": "standby"},
-            {"name": "nn2", "port": 0, "state": "active"},
-        ],
-        "datanodes": [{"id": "dn1", "port": 0}, {"id": "dn2", "port": 0}],
-        "checksum": "CRC32C",
-        "bytes_per_checksum": 512,
-        "files": files,
-    }))?;
-    let token = crate::hdfs::token_file(service);
-    let mut secret = crate::support::kube::documents("hdfs/tokens-secret.yaml").remove(0);
+    }
+}
+
+/// The example Secret of `pod-templates/<rel>` holding `bytes` under `key` in place of its
+/// placeholder `stringData` (a binary value: played as `binaryData`).
+fn binary_secret(rel: &str, key: &str, bytes: &[u8]) -> serde_json::Value {
+    use base64::Engine as _;
+    let mut secret = crate::support::kube::documents(rel).remove(0);
     secret.as_object_mut().unwrap().remove("stringData");
-    secret["data"] = serde_json::json!({
-        "hadoop-tokens": base64::engine::general_purpose::STANDARD.encode(&token),
-    });
-    let played = Spec::new(template)
-        .configmap("hdfs/hadoop-conf-configmap.yaml")
-        .document(secret)
-        .replace(
-            "namenode-1.hadoop.example.com:8020",
-            cluster.namenode_addr(0).to_string(),
-        )
-        .replace(
-            "namenode-2.hadoop.example.com:8020",
-            cluster.namenode_addr(1).to_string(),
-        )
-        .play()?;
-    Some((played, jars, cluster))
+    secret["data"] =
+        serde_json::json!({ key: base64::engine::general_purpose::STANDARD.encode(bytes) });
+    secret
+}
+
+/// The hadoop-conf examples' NameNodes replaced by the test HDFS's.
+fn at_namenodes(spec: Spec, cluster: &crate::support::hdfs::TestHdfs) -> Spec {
+    spec.replace(
+        "namenode-1.hadoop.example.com:8020",
+        cluster.namenode_addr(0).to_string(),
+    )
+    .replace(
+        "namenode-2.hadoop.example.com:8020",
+        cluster.namenode_addr(1).to_string(),
+    )
 }
 
 #[test]
@@ -846,60 +882,26 @@ fn hdfs_token_for_another_cluster_stops_the_pod_before_spark() {
 /// the test's NameNodes, the KDC's krb5.conf in place of the example's realm, its user's
 /// principal and keytab (binary: the ConfigMap's `binaryData`) in place of the example's.
 fn hdfs_kerberos(keytab: &Path) -> Option<(Played, Jars, crate::support::hdfs::TestHdfs)> {
-    use base64::Engine as _;
     let image = crate::image::kerberos_image()?;
     let kdc = crate::support::kdc::kdc()?;
-    let src = tempfile::tempdir().unwrap();
-    let jars: Jars = vec![
-        (CELEBORN_JAR.to_owned(), data(3831, 1_200_000)),
-        ("app-udfs-1.4.0.jar".to_owned(), data(3832, 70_000)),
-    ];
-    let files: Vec<serde_json::Value> = jars
-        .iter()
-        .map(|(name, bytes)| {
-            let path = src.path().join(name);
-            std::fs::write(&path, bytes).unwrap();
-            serde_json::json!({
-                "path": format!("/apps/spark/libs/{name}"),
-                "source": crate::support::s(&path),
-                "block_size": 1 << 20,
-            })
-        })
-        .collect();
-    let cluster = crate::kerberos::secure_hdfs(
-        kdc,
-        &src.path().join(CELEBORN_JAR),
-        serde_json::json!({
-            "nameservice": "ns1",
-            "namenodes": [
-                {"name": "nn1", "port": 0, "state": "standby"},
-                {"name": "nn2", "port": 0, "state": "active"},
-            ],
-            "files": files,
-        }),
-    )?;
+    let libs = hdfs_libs(3831);
+    let cluster =
+        crate::kerberos::secure_hdfs(kdc, &libs.src.path().join(CELEBORN_JAR), libs.ns1())?;
     let example_krb5 = crate::support::kube::documents("hdfs-kerberos/krb5-configmap.yaml")[0]
         ["data"]["krb5.conf"]
         .as_str()
         .unwrap()
         .to_owned();
-    let mut secret = crate::support::kube::documents("hdfs-kerberos/keytab-secret.yaml").remove(0);
-    secret.as_object_mut().unwrap().remove("stringData");
-    secret["data"] = serde_json::json!({
-        "keytab": base64::engine::general_purpose::STANDARD.encode(std::fs::read(keytab).unwrap()),
-    });
-    let mut spec = Spec::new("hdfs-kerberos/executor.yaml")
+    let secret = binary_secret(
+        "hdfs-kerberos/keytab-secret.yaml",
+        "keytab",
+        &std::fs::read(keytab).unwrap(),
+    );
+    let spec = Spec::new("hdfs-kerberos/executor.yaml")
         .configmap("hdfs-kerberos/hadoop-conf-configmap.yaml")
         .configmap("hdfs-kerberos/krb5-configmap.yaml")
-        .document(secret)
-        .replace(
-            "namenode-1.hadoop.example.com:8020",
-            cluster.namenode_addr(0).to_string(),
-        )
-        .replace(
-            "namenode-2.hadoop.example.com:8020",
-            cluster.namenode_addr(1).to_string(),
-        )
+        .document(secret);
+    let mut spec = at_namenodes(spec, &cluster)
         .replace(
             example_krb5,
             std::fs::read_to_string(kdc.krb5_conf()).unwrap(),
@@ -907,7 +909,7 @@ fn hdfs_kerberos(keytab: &Path) -> Option<(Played, Jars, crate::support::hdfs::T
         .replace("spark@EXAMPLE.COM", crate::support::kdc::USER);
     spec.kerberos = Some(image);
     let played = spec.play()?;
-    Some((played, jars, cluster))
+    Some((played, libs.jars, cluster))
 }
 
 #[test]
