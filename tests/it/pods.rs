@@ -469,7 +469,7 @@ fn mirror_metrics(port: u16) -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
-/// The mirror's DaemonSet pod (as its controller makes it, `kube::daemonset_pod`) serving
+/// The mirror's DaemonSet pod (as its controller makes it, `kube::controller_pod`) serving
 /// on `port` of the host's network, with `origin` allowed in place of the example's.
 fn mirror_pod(origin: &str, port: u16) -> Option<Played> {
     let template = "mirror/daemonset.yaml";
@@ -477,7 +477,7 @@ fn mirror_pod(origin: &str, port: u16) -> Option<Played> {
     let played = Spec::pod(
         template,
         Role::Daemon,
-        crate::support::kube::daemonset_pod(&set),
+        crate::support::kube::controller_pod(&set),
     )
     .replace("0.0.0.0:10001", format!("127.0.0.1:{port}"))
     .replace("https://repo.example.com/", origin)
@@ -559,7 +559,7 @@ fn mirror_daemonset_pod_serves_executor_pods() {
 /// printed, the properties it lists, and what was uploaded.
 struct Staged {
     _work: tempfile::TempDir,
-    _stage: crate::stage_serve::Stage,
+    server: Server,
     /// The Secret manifest `stage upload` printed, parsed.
     secret: serde_json::Value,
     /// The properties the manifest lists, for `--conf` (and so `spark.properties`).
@@ -567,6 +567,13 @@ struct Staged {
     ca_pem: String,
     jars: Vec<(&'static str, Vec<u8>)>,
     file: Vec<u8>,
+}
+
+/// Where the files were staged: `stage serve` on the host, or the staging server's own
+/// template played as a pod (with the SeaweedFS it stores in).
+enum Server {
+    Host(#[allow(dead_code)] crate::stage_serve::Stage),
+    Pod(Box<Played>, crate::support::seaweed::Seaweed),
 }
 
 impl Staged {
@@ -578,6 +585,7 @@ impl Staged {
     }
 }
 
+/// Staged on `stage serve` run on the host.
 fn staged() -> Staged {
     use crate::support::s;
     let pki = crate::support::pki::Pki::new();
@@ -587,6 +595,20 @@ fn staged() -> Staged {
         &work.path().join("store"),
         &["--tls-cert", &s(&cert), "--tls-key", &s(&key)],
     );
+    let server = format!("https://{}", stage.addr);
+    upload(work, &pki, &server, &[], Server::Host(stage))
+}
+
+/// Uploads the jars and the file to `url` (`more`: the upload's credentials) and reads
+/// what `stage upload` printed.
+fn upload(
+    work: tempfile::TempDir,
+    pki: &crate::support::pki::Pki,
+    url: &str,
+    more: &[&str],
+    server: Server,
+) -> Staged {
+    use crate::support::s;
     let ca = work.path().join("ca.pem");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
     let jars = vec![
@@ -601,9 +623,9 @@ fn staged() -> Staged {
     }
     std::fs::write(up.join("app.conf"), &file).unwrap();
     let out = std::process::Command::new(crate::support::BIN)
-        .args(["stage", "upload", "--server"])
-        .arg(format!("https://{}", stage.addr))
+        .args(["stage", "upload", "--server", url])
         .args(["--ca-cert", &s(&ca), "--namespace", "spark"])
+        .args(more)
         .args(["--secret-manifest", "spark-init", "--jars"])
         .arg(format!(
             "{},{}",
@@ -632,13 +654,116 @@ fn staged() -> Staged {
     let secret = serde_yaml_ng::from_str(&manifest).unwrap();
     Staged {
         _work: work,
-        _stage: stage,
+        server,
         secret,
         properties,
         ca_pem: pki.ca_pem.clone(),
         jars,
         file,
     }
+}
+
+/// The staging server's Deployment with its store in S3 (`staging-server/deployment-s3.yaml`,
+/// one replica, as its controller makes it) on SeaweedFS: its Secrets with the test's
+/// certificate (from the test CA), SeaweedFS's keys and an upload token, listening on a
+/// free port of 127.0.0.1, the S3 endpoint SeaweedFS's. `None` when pods cannot be played.
+fn staging_server_pod(
+    pki: &crate::support::pki::Pki,
+    token: &str,
+    secret_key: &str,
+) -> Option<(Played, crate::support::seaweed::Seaweed, u16)> {
+    use crate::support::seaweed::Seaweed;
+    let template = "staging-server/deployment-s3.yaml";
+    let deployment = crate::support::kube::documents(template).remove(0);
+    let pod = crate::support::kube::controller_pod(&deployment);
+    let sw = Seaweed::start()?;
+    sw.create_bucket("spark-staging");
+    let port = free_port();
+    let example = |rel: &str, key: &str| {
+        crate::support::kube::documents(rel)[0]["stringData"][key]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let tls = "staging-server/secret.yaml";
+    let tokens = "staging-server/upload-tokens-secret.yaml";
+    let played = Spec::pod(template, Role::Daemon, pod)
+        .configmap(tls)
+        .configmap("staging-server/s3-credentials-secret.yaml")
+        .configmap(tokens)
+        .replace("0.0.0.0:10000", format!("127.0.0.1:{port}"))
+        .replace(example(tls, "tls.crt"), pki.cert_pem.as_str())
+        .replace(example(tls, "tls.key"), pki.key_pem.as_str())
+        .replace("REPLACE-WITH-ACCESS-KEY-ID", Seaweed::ACCESS_KEY)
+        .replace("REPLACE-WITH-SECRET-ACCESS-KEY", secret_key)
+        .replace("replace-me-with-openssl-rand-hex-24", token)
+        // The template's region is AWS's; SeaweedFS has one, at its endpoint.
+        .replace("eu-west-1", Seaweed::REGION)
+        .env("AWS_ENDPOINT_URL", &sw.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .play()?;
+    let (code, out) = played.play_output();
+    assert_eq!(code, Some(0), "kube play\n{out}\n{}", played.yaml());
+    Some((played, sw, port))
+}
+
+/// The staging server pod answers `/healthz` over TLS (within a minute), or it stopped.
+fn staging_server_healthy(played: &Played, port: u16, ca_pem: &str) -> bool {
+    crate::support::wait_for(std::time::Duration::from_secs(60), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            || played.state(&played.container("stage-serve"), "Running") == Some("false".into())
+    }) && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        && crate::support::cloud::request(
+            "GET",
+            &format!("https://127.0.0.1:{port}/healthz"),
+            &reqwest::header::HeaderMap::new(),
+            Vec::new(),
+            Some(ca_pem),
+        )
+        .0 == 200
+}
+
+/// Staged on the staging server's own pod ([`staging_server_pod`]) with its upload token.
+fn staged_on_pod() -> Option<Staged> {
+    let pki = crate::support::pki::Pki::new();
+    let token = "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a";
+    let (played, sw, port) =
+        staging_server_pod(&pki, token, crate::support::seaweed::Seaweed::SECRET_KEY)?;
+    let server = played.container("stage-serve");
+    assert!(
+        staging_server_healthy(&played, port, &pki.ca_pem),
+        "the staging server pod never answered:\n{}",
+        played.logs(&server)
+    );
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("https://127.0.0.1:{port}");
+    // A wrong token is refused.
+    let wrong = work.path().join("wrong-token");
+    std::fs::write(&wrong, "not-a-listed-token\n").unwrap();
+    let ca = work.path().join("refused-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let up = work.path().join("x.jar");
+    std::fs::write(&up, b"x").unwrap();
+    let out = std::process::Command::new(crate::support::BIN)
+        .args(["stage", "upload", "--server", &url])
+        .args(["--ca-cert", &crate::support::s(&ca)])
+        .args(["--token-file", &crate::support::s(&wrong)])
+        .args(["--jars", &crate::support::s(&up)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("401"), "{stderr}");
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let token_arg = crate::support::s(&token_file);
+    Some(upload(
+        work,
+        &pki,
+        &url,
+        &["--token-file", &token_arg],
+        Server::Pod(Box::new(played), sw),
+    ))
 }
 
 /// A staging template with the Secret `stage upload` printed (the example's placeholders
@@ -659,7 +784,10 @@ fn staging(template: &str, staged: &Staged, more: impl FnOnce(Spec) -> Spec) -> 
         .document(staged.secret.clone())
         .configmap("staging/staging-ca-configmap.yaml")
         .replace(example_ca, staged.ca_pem.as_str());
-    more(spec).play()
+    match &staged.server {
+        Server::Host(_) => more(spec).play(),
+        Server::Pod(server, _) => Some(more(spec).play_beside(server)),
+    }
 }
 
 /// Spark's driver pod: the template, and the volume Spark adds after reading it,
@@ -736,6 +864,63 @@ fn staging_driver_and_executor_play() {
         seen.assert_read_only(files);
         drop(played);
     }
+}
+
+/// The staging server's own template (`deployment-s3.yaml`) plays as a pod storing in
+/// SeaweedFS: it refuses an upload without a listed token, takes one with it, and serves
+/// the staging executor played beside it.
+#[test]
+fn staging_server_pod_serves_the_staging_executor() {
+    if crate::support::kube::kit().is_none() {
+        return;
+    }
+    let Some(staged) = staged_on_pod() else {
+        return;
+    };
+    let jars: Vec<(&str, &[u8])> = staged.jars.iter().map(|(n, b)| (*n, &b[..])).collect();
+    let played = staging_executor(&staged).unwrap();
+    let seen = assert_ran(&played, "/var/spark-data/spark-jars", &jars);
+    assert_eq!(seen.args, "executor");
+    assert_eq!(
+        seen.files.get("/var/spark-data/spark-files/app.conf"),
+        Some(&sha256_hex(&staged.file)),
+        "{}",
+        seen.raw
+    );
+    // What was uploaded is in the bucket, under the template's prefix.
+    let Server::Pod(_, sw) = &staged.server else {
+        unreachable!()
+    };
+    let (status, listing) = sw.request(
+        "GET",
+        "/spark-staging?list-type=2&prefix=prod/",
+        crate::support::seaweed::Seaweed::SECRET_KEY,
+    );
+    assert_eq!(status, 200, "{listing}");
+    assert!(listing.contains("<Key>prod/"), "{listing}");
+    drop(played);
+}
+
+/// With keys the store refuses, the staging server's pod stops at start-up (exit 6), naming
+/// the store and why, the key not shown.
+#[test]
+fn staging_server_pod_with_wrong_store_keys_stops() {
+    let pki = crate::support::pki::Pki::new();
+    let Some((played, _sw, port)) = staging_server_pod(&pki, "t0ken", "a-wrong-secret-key") else {
+        return;
+    };
+    let server = played.container("stage-serve");
+    assert!(!staging_server_healthy(&played, port, &pki.ca_pem));
+    let code = played.wait_exit(&server);
+    let logs = played.logs(&server);
+    eprintln!("stage-serve exited {code}:\n{logs}");
+    // docs/staging-server.md: refused credentials stop the server with exit 6, named.
+    assert_eq!(code, 6, "{logs}");
+    assert!(
+        logs.contains("--store s3://spark-staging/prod") && logs.contains("SignatureDoesNotMatch"),
+        "{logs}"
+    );
+    assert!(!logs.contains("a-wrong-secret-key"), "{logs}");
 }
 
 #[test]

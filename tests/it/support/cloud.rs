@@ -437,7 +437,7 @@ fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 }
 
 /// One HTTP request from a test (no proxy), its status and body.
-fn request(
+pub(crate) fn request(
     method: &str,
     url: &str,
     headers: &reqwest::header::HeaderMap,
@@ -469,7 +469,6 @@ fn request(
     })
 }
 
-/// An access token as Entra ID issues one for Azure Storage (header, claims,
 /// Entra ID's v2.0 token endpoint for one tenant, plain HTTP on 127.0.0.1 (what
 /// `AZURE_AUTHORITY_HOST` names): the client-credentials grant with a client assertion,
 /// as AKS workload identity sends it, answered with an [`entra_token`] when the assertion
@@ -541,6 +540,7 @@ impl EntraId {
     }
 }
 
+/// An access token as Entra ID issues one for Azure Storage (header, claims,
 /// and a signature Azurite's `--oauth basic` does not check).
 pub fn entra_token(tenant: &str) -> String {
     use base64::Engine as _;

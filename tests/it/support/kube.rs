@@ -240,8 +240,9 @@ pub enum Role {
     Daemon,
 }
 
-/// The pod a DaemonSet's controller makes on a node: its pod template's metadata and spec.
-pub fn daemonset_pod(set: &Value) -> Value {
+/// The pod a DaemonSet's or a Deployment's controller makes (one replica): its pod
+/// template's metadata and spec.
+pub fn controller_pod(set: &Value) -> Value {
     let template = &set["spec"]["template"];
     let mut metadata = template["metadata"].clone();
     metadata["name"] = set["metadata"]["name"].clone();
@@ -586,6 +587,9 @@ pub struct Spec {
     pub kerberos: Option<String>,
     /// The workload identity to play (see [`Identity`]).
     pub identity: Option<Identity>,
+    /// Added to the env of every container running spark-localizer (the endpoint of a
+    /// suite's server the template leaves to the cluster's defaults).
+    pub env: Vec<(String, String)>,
 }
 
 impl Spec {
@@ -605,6 +609,7 @@ impl Spec {
             pod: None,
             kerberos: None,
             identity: None,
+            env: Vec::new(),
         }
     }
 
@@ -640,6 +645,12 @@ impl Spec {
     /// The workload identity to play in place of the cluster's (see [`Identity`]).
     pub fn identity(mut self, identity: Identity) -> Spec {
         self.identity = Some(identity);
+        self
+    }
+
+    /// `name=value` in the env of every container running spark-localizer.
+    pub fn env(mut self, name: &str, value: &str) -> Spec {
+        self.env.push((name.to_owned(), value.to_owned()));
         self
     }
 
@@ -694,6 +705,15 @@ impl Spec {
         );
         if let Some(identity) = &self.identity {
             play_identity(&mut pod, &mut configmaps, identity);
+        }
+        for list in ["initContainers", "containers"] {
+            for c in pod["spec"][list].as_array_mut().into_iter().flatten() {
+                if c["image"] == kit.localizer.as_str() {
+                    for (name, value) in &self.env {
+                        push_env(c, name, value);
+                    }
+                }
+            }
         }
         let dir = tempfile::Builder::new()
             .prefix("sl-pods-")
