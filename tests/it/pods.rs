@@ -573,7 +573,13 @@ struct Staged {
 /// template played as a pod (with the SeaweedFS it stores in).
 enum Server {
     Host(#[allow(dead_code)] crate::stage_serve::Stage),
-    Pod(Box<Played>, crate::support::seaweed::Seaweed),
+    Pod(Box<Played>, Keep),
+}
+
+/// What the staging server's pod needs kept running: its S3 store, or the Kubernetes API.
+enum Keep {
+    Store(crate::support::seaweed::Seaweed),
+    Api(#[allow(dead_code)] crate::stage_auth::KubeApi),
 }
 
 impl Staged {
@@ -663,48 +669,79 @@ fn upload(
     }
 }
 
-/// The staging server's Deployment with its store in S3 (`staging-server/deployment-s3.yaml`,
-/// one replica, as its controller makes it) on SeaweedFS: its Secrets with the test's
-/// certificate (from the test CA), SeaweedFS's keys and an upload token, listening on a
-/// free port of 127.0.0.1, the S3 endpoint SeaweedFS's. `None` when pods cannot be played.
+/// A staging server's Deployment (`staging-server/<template>`, one replica, as its
+/// controller makes it): its TLS Secret with the test's certificate (from the test CA),
+/// listening on a free port of 127.0.0.1, and `more` (the store's and the uploads'
+/// substitutions). `None` when pods cannot be played.
 fn staging_server_pod(
+    template: &str,
+    pki: &crate::support::pki::Pki,
+    more: impl FnOnce(Spec) -> Spec,
+) -> Option<(Played, u16)> {
+    let template = format!("staging-server/{template}");
+    let deployment = crate::support::kube::documents(&template)
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .unwrap();
+    let pod = crate::support::kube::controller_pod(&deployment);
+    let port = free_port();
+    let tls = "staging-server/secret.yaml";
+    let example = crate::support::kube::documents(tls).remove(0);
+    let example = |key: &str| example["stringData"][key].as_str().unwrap().to_owned();
+    let spec = Spec::pod(&template, Role::Daemon, pod)
+        .configmap(tls)
+        .replace("0.0.0.0:10000", format!("127.0.0.1:{port}"))
+        .replace(example("tls.crt"), pki.cert_pem.as_str())
+        .replace(example("tls.key"), pki.key_pem.as_str());
+    let played = more(spec).play()?;
+    let (code, out) = played.play_output();
+    assert_eq!(code, Some(0), "kube play\n{out}\n{}", played.yaml());
+    Some((played, port))
+}
+
+/// `deployment-s3.yaml` on SeaweedFS: its Secrets with SeaweedFS's keys (`secret_key`) and
+/// the upload `token`, the S3 endpoint and region SeaweedFS's.
+fn staging_server_s3_pod(
     pki: &crate::support::pki::Pki,
     token: &str,
     secret_key: &str,
 ) -> Option<(Played, crate::support::seaweed::Seaweed, u16)> {
     use crate::support::seaweed::Seaweed;
-    let template = "staging-server/deployment-s3.yaml";
-    let deployment = crate::support::kube::documents(template).remove(0);
-    let pod = crate::support::kube::controller_pod(&deployment);
     let sw = Seaweed::start()?;
     sw.create_bucket("spark-staging");
-    let port = free_port();
-    let example = |rel: &str, key: &str| {
-        crate::support::kube::documents(rel)[0]["stringData"][key]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let tls = "staging-server/secret.yaml";
-    let tokens = "staging-server/upload-tokens-secret.yaml";
-    let played = Spec::pod(template, Role::Daemon, pod)
-        .configmap(tls)
-        .configmap("staging-server/s3-credentials-secret.yaml")
-        .configmap(tokens)
-        .replace("0.0.0.0:10000", format!("127.0.0.1:{port}"))
-        .replace(example(tls, "tls.crt"), pki.cert_pem.as_str())
-        .replace(example(tls, "tls.key"), pki.key_pem.as_str())
-        .replace("REPLACE-WITH-ACCESS-KEY-ID", Seaweed::ACCESS_KEY)
-        .replace("REPLACE-WITH-SECRET-ACCESS-KEY", secret_key)
-        .replace("replace-me-with-openssl-rand-hex-24", token)
-        // The template's region is AWS's; SeaweedFS has one, at its endpoint.
-        .replace("eu-west-1", Seaweed::REGION)
-        .env("AWS_ENDPOINT_URL", &sw.endpoint())
-        .env("AWS_ALLOW_HTTP", "true")
-        .play()?;
-    let (code, out) = played.play_output();
-    assert_eq!(code, Some(0), "kube play\n{out}\n{}", played.yaml());
+    let (played, port) = staging_server_pod("deployment-s3.yaml", pki, |spec| {
+        spec.configmap("staging-server/s3-credentials-secret.yaml")
+            .configmap("staging-server/upload-tokens-secret.yaml")
+            .replace("REPLACE-WITH-ACCESS-KEY-ID", Seaweed::ACCESS_KEY)
+            .replace("REPLACE-WITH-SECRET-ACCESS-KEY", secret_key)
+            .replace("replace-me-with-openssl-rand-hex-24", token)
+            // The template's region is AWS's; SeaweedFS has one, at its endpoint.
+            .replace("eu-west-1", Seaweed::REGION)
+            .env("AWS_ENDPOINT_URL", &sw.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+    })?;
     Some((played, sw, port))
+}
+
+/// `deployment.yaml` (`--upload-auth kubernetes`, its store on the claim's volume) against
+/// the suite's stand-in of the Kubernetes API (TokenReview, SubjectAccessReview): what a
+/// cluster gives the pod, the API's address (`SPARK_LOCALIZER_STAGE_KUBE_API`: podman sets
+/// no `KUBERNETES_SERVICE_HOST`) and its service account's token, mounted where Kubernetes
+/// mounts it.
+fn staging_server_kubernetes_pod(
+    pki: &crate::support::pki::Pki,
+    api: &crate::stage_auth::KubeApi,
+    server_token: &str,
+) -> Option<(Played, u16)> {
+    staging_server_pod("deployment.yaml", pki, |spec| {
+        spec.env("SPARK_LOCALIZER_STAGE_KUBE_API", &api.url())
+            .identity(crate::support::kube::Identity {
+                volume: "kube-api-access".into(),
+                injected_at: Some("/var/run/secrets/kubernetes.io/serviceaccount".into()),
+                files: vec![("token".into(), server_token.into())],
+                env: Vec::new(),
+            })
+    })
 }
 
 /// The staging server pod answers `/healthz` over TLS (within a minute), or it stopped.
@@ -723,12 +760,42 @@ fn staging_server_healthy(played: &Played, port: u16, ca_pem: &str) -> bool {
         .0 == 200
 }
 
-/// Staged on the staging server's own pod ([`staging_server_pod`]) with its upload token.
-fn staged_on_pod() -> Option<Staged> {
+/// The staging server's own pod: `deployment-s3.yaml` (uploads with a listed token) or
+/// `deployment.yaml` (uploads with a token the Kubernetes API authenticates and allows).
+#[derive(Clone, Copy, PartialEq)]
+enum ServerPod {
+    S3,
+    Kubernetes,
+}
+
+/// Staged on the staging server's own pod, a wrong upload token refused (401) first.
+fn staged_on_pod(kind: ServerPod) -> Option<Staged> {
     let pki = crate::support::pki::Pki::new();
     let token = "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a";
-    let (played, sw, port) =
-        staging_server_pod(&pki, token, crate::support::seaweed::Seaweed::SECRET_KEY)?;
+    let (played, port, keep) = match kind {
+        ServerPod::S3 => {
+            let (played, sw, port) =
+                staging_server_s3_pod(&pki, token, crate::support::seaweed::Seaweed::SECRET_KEY)?;
+            (played, port, Keep::Store(sw))
+        }
+        ServerPod::Kubernetes => {
+            let server_token = "staging-server-service-account-token";
+            let api = crate::stage_auth::KubeApi::start(server_token);
+            let user = "system:serviceaccount:spark:spark-submitter";
+            api.add_user(
+                token,
+                crate::stage_auth::KubeUser {
+                    username: user,
+                    uid: "4f2d8a51-0000-4000-8000-000000000001",
+                    groups: &["system:serviceaccounts", "system:serviceaccounts:spark"],
+                    extra: serde_json::json!({}),
+                },
+            );
+            api.allow(user, "spark");
+            let (played, port) = staging_server_kubernetes_pod(&pki, &api, server_token)?;
+            (played, port, Keep::Api(api))
+        }
+    };
     let server = played.container("stage-serve");
     assert!(
         staging_server_healthy(&played, port, &pki.ca_pem),
@@ -737,32 +804,33 @@ fn staged_on_pod() -> Option<Staged> {
     );
     let work = tempfile::tempdir().unwrap();
     let url = format!("https://127.0.0.1:{port}");
-    // A wrong token is refused.
-    let wrong = work.path().join("wrong-token");
-    std::fs::write(&wrong, "not-a-listed-token\n").unwrap();
-    let ca = work.path().join("refused-ca.pem");
+    let ca = work.path().join("ca.pem");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
-    let up = work.path().join("x.jar");
-    std::fs::write(&up, b"x").unwrap();
+    let write = |name: &str, text: &str| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        crate::support::s(&path)
+    };
+    let (wrong, right) = (
+        write("wrong-token", "not-a-known-token\n"),
+        write("token", token),
+    );
+    let x = write("x.jar", "x");
     let out = std::process::Command::new(crate::support::BIN)
-        .args(["stage", "upload", "--server", &url])
+        .args(["stage", "upload", "--server", &url, "--namespace", "spark"])
         .args(["--ca-cert", &crate::support::s(&ca)])
-        .args(["--token-file", &crate::support::s(&wrong)])
-        .args(["--jars", &crate::support::s(&up)])
+        .args(["--token-file", &wrong, "--jars", &x])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("401"), "{stderr}");
-    let token_file = work.path().join("token");
-    std::fs::write(&token_file, format!("{token}\n")).unwrap();
-    let token_arg = crate::support::s(&token_file);
     Some(upload(
         work,
         &pki,
         &url,
-        &["--token-file", &token_arg],
-        Server::Pod(Box::new(played), sw),
+        &["--token-file", &right],
+        Server::Pod(Box::new(played), keep),
     ))
 }
 
@@ -866,47 +934,71 @@ fn staging_driver_and_executor_play() {
     }
 }
 
-/// The staging server's own template (`deployment-s3.yaml`) plays as a pod storing in
-/// SeaweedFS: it refuses an upload without a listed token, takes one with it, and serves
-/// the staging executor played beside it.
+/// The staging server's own templates play as pods: `deployment-s3.yaml` storing in
+/// SeaweedFS, `deployment.yaml` on its claim's volume with uploads authorized by the
+/// Kubernetes API's stand-in. Each refuses an upload with a token it does not know, takes
+/// one with a token it does, and serves the staging executor played beside it.
 #[test]
-fn staging_server_pod_serves_the_staging_executor() {
+fn staging_server_pods_serve_the_staging_executor() {
     if crate::support::kube::kit().is_none() {
         return;
     }
-    let Some(staged) = staged_on_pod() else {
-        return;
-    };
-    let jars: Vec<(&str, &[u8])> = staged.jars.iter().map(|(n, b)| (*n, &b[..])).collect();
-    let played = staging_executor(&staged).unwrap();
-    let seen = assert_ran(&played, "/var/spark-data/spark-jars", &jars);
-    assert_eq!(seen.args, "executor");
-    assert_eq!(
-        seen.files.get("/var/spark-data/spark-files/app.conf"),
-        Some(&sha256_hex(&staged.file)),
-        "{}",
-        seen.raw
-    );
-    // What was uploaded is in the bucket, under the template's prefix.
-    let Server::Pod(_, sw) = &staged.server else {
-        unreachable!()
-    };
-    let (status, listing) = sw.request(
-        "GET",
-        "/spark-staging?list-type=2&prefix=prod/",
-        crate::support::seaweed::Seaweed::SECRET_KEY,
-    );
-    assert_eq!(status, 200, "{listing}");
-    assert!(listing.contains("<Key>prod/"), "{listing}");
-    drop(played);
+    for kind in [ServerPod::S3, ServerPod::Kubernetes] {
+        let Some(staged) = staged_on_pod(kind) else {
+            return;
+        };
+        let jars: Vec<(&str, &[u8])> = staged.jars.iter().map(|(n, b)| (*n, &b[..])).collect();
+        let played = staging_executor(&staged).unwrap();
+        let seen = assert_ran(&played, "/var/spark-data/spark-jars", &jars);
+        assert_eq!(seen.args, "executor");
+        assert_eq!(
+            seen.files.get("/var/spark-data/spark-files/app.conf"),
+            Some(&sha256_hex(&staged.file)),
+            "{}",
+            seen.raw
+        );
+        drop(played);
+        let Server::Pod(_, keep) = &staged.server else {
+            unreachable!()
+        };
+        match keep {
+            // What was uploaded is in the bucket, under the template's prefix.
+            Keep::Store(sw) => {
+                let (status, listing) = sw.request(
+                    "GET",
+                    "/spark-staging?list-type=2&prefix=prod/",
+                    crate::support::seaweed::Seaweed::SECRET_KEY,
+                );
+                assert_eq!(status, 200, "{listing}");
+                assert!(listing.contains("<Key>prod/"), "{listing}");
+            }
+            // The server presented its service account's token and had the uploader's
+            // token reviewed, and its permission in the namespace.
+            Keep::Api(api) => {
+                let seen = api.take_seen();
+                assert!(
+                    seen.iter().any(|r| r.path.ends_with("/tokenreviews")
+                        && r.authorization == "Bearer staging-server-service-account-token"),
+                    "{seen:#?}"
+                );
+                assert!(
+                    seen.iter()
+                        .any(|r| r.path.ends_with("/subjectaccessreviews")
+                            && r.body["spec"]["resourceAttributes"]["namespace"] == "spark"),
+                    "{seen:#?}"
+                );
+            }
+        }
+    }
 }
 
 /// With keys the store refuses, the staging server's pod stops at start-up (exit 6), naming
 /// the store and why, the key not shown.
 #[test]
-fn staging_server_pod_with_wrong_store_keys_stops() {
+fn staging_server_s3_pod_with_wrong_store_keys_stops() {
     let pki = crate::support::pki::Pki::new();
-    let Some((played, _sw, port)) = staging_server_pod(&pki, "t0ken", "a-wrong-secret-key") else {
+    let Some((played, _sw, port)) = staging_server_s3_pod(&pki, "t0ken", "a-wrong-secret-key")
+    else {
         return;
     };
     let server = played.container("stage-serve");

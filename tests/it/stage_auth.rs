@@ -46,20 +46,20 @@ enum Fault {
 }
 
 /// A user the stand-in authenticates.
-struct KubeUser {
-    username: &'static str,
-    uid: &'static str,
-    groups: &'static [&'static str],
-    extra: Value,
+pub(crate) struct KubeUser {
+    pub(crate) username: &'static str,
+    pub(crate) uid: &'static str,
+    pub(crate) groups: &'static [&'static str],
+    pub(crate) extra: Value,
 }
 
 /// One request the stand-in received.
 #[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    path: String,
-    authorization: String,
-    body: Value,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) authorization: String,
+    pub(crate) body: Value,
 }
 
 struct ApiState {
@@ -76,14 +76,14 @@ struct ApiState {
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
-struct KubeApi {
+pub(crate) struct KubeApi {
     addr: SocketAddr,
     state: Arc<Mutex<ApiState>>,
     stop: Arc<AtomicBool>,
 }
 
 impl KubeApi {
-    fn start(server_token: &str) -> KubeApi {
+    pub(crate) fn start(server_token: &str) -> KubeApi {
         let state = Arc::new(Mutex::new(ApiState {
             server_token: server_token.to_owned(),
             users: BTreeMap::new(),
@@ -109,11 +109,11 @@ impl KubeApi {
         KubeApi { addr, state, stop }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    fn add_user(&self, token: &str, user: KubeUser) {
+    pub(crate) fn add_user(&self, token: &str, user: KubeUser) {
         self.state
             .lock()
             .unwrap()
@@ -121,7 +121,7 @@ impl KubeApi {
             .insert(token.to_owned(), user);
     }
 
-    fn allow(&self, username: &str, namespace: &str) {
+    pub(crate) fn allow(&self, username: &str, namespace: &str) {
         self.state
             .lock()
             .unwrap()
@@ -136,7 +136,7 @@ impl KubeApi {
     }
 
     /// The requests received since the last call.
-    fn take_seen(&self) -> Vec<Seen> {
+    pub(crate) fn take_seen(&self) -> Vec<Seen> {
         std::mem::take(&mut self.state.lock().unwrap().seen)
     }
 }

@@ -752,12 +752,18 @@ impl Spec {
     }
 }
 
+/// The podman volumes a pod's volumes are: named after them, a claim's after its claim.
 fn volume_names(pod: &Value) -> Vec<String> {
     pod["spec"]["volumes"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|v| v["name"].as_str().map(str::to_owned))
+        .filter_map(|v| {
+            v["persistentVolumeClaim"]["claimName"]
+                .as_str()
+                .or(v["name"].as_str())
+                .map(str::to_owned)
+        })
         .collect()
 }
 
