@@ -74,34 +74,12 @@ impl Mirror {
 
     /// (status, body bytes) of a plain HTTP/1.1 request.
     fn request_bytes(&self, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
-        let mut stream = send_request(&self.addr, method, path_and_query);
-        let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw);
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map_or(raw.len(), |p| p + 4);
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, raw[split..].to_vec())
+        request_bytes(&self.addr, method, path_and_query)
     }
 
     /// The `/metrics` counters, by name without the common prefix.
     fn metrics(&self) -> HashMap<String, u64> {
-        let (status, body) = self.request("GET", "/metrics");
-        assert_eq!(status, 200);
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (name, value) = l.split_once(' ')?;
-                let name = name.strip_prefix("spark_localizer_mirror_")?;
-                Some((name.to_owned(), value.trim().parse().ok()?))
-            })
-            .collect()
+        metrics_of(&self.addr)
     }
 
     /// Waits until no transfer is in progress: every blob the answers so far
@@ -1126,6 +1104,41 @@ fn dechunk(raw: &[u8]) -> Vec<u8> {
 
 /// A connection to `addr` that has sent a plain HTTP/1.1 request (no body,
 /// `Connection: close`); the caller reads the answer at its own pace.
+/// (status, body bytes) of a plain HTTP/1.1 request to a mirror at `addr` (also the
+/// mirror's DaemonSet pod's, `pods.rs`).
+pub(crate) fn request_bytes(addr: &str, method: &str, path_and_query: &str) -> (u16, Vec<u8>) {
+    let mut stream = send_request(addr, method, path_and_query);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(raw.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, raw[split..].to_vec())
+}
+
+/// The `/metrics` counters and gauges of a mirror at `addr`, by name without the common
+/// prefix.
+pub(crate) fn metrics_of(addr: &str) -> HashMap<String, u64> {
+    let (status, body) = request_bytes(addr, "GET", "/metrics");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            let name = name.strip_prefix("spark_localizer_mirror_")?;
+            Some((name.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
 fn send_request(addr: &str, method: &str, path_and_query: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).unwrap();
     write!(

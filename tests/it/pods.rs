@@ -440,33 +440,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// (status, body) of `GET path` on 127.0.0.1:`port` (0 when nothing answers).
-fn get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    let mut raw = String::new();
-    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_string(&mut raw).is_err() {
-        return (0, String::new());
-    }
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
-    (status.unwrap_or(0), body.to_owned())
-}
-
 /// The mirror's counters and gauges from its `/metrics`, by name without the prefix.
 fn mirror_metrics(port: u16) -> std::collections::HashMap<String, u64> {
-    let (status, body) = get(port, "/metrics");
-    assert_eq!(status, 200, "{body}");
-    body.lines()
-        .filter_map(|l| {
-            let (name, value) = l.split_once(' ')?;
-            let name = name.strip_prefix("spark_localizer_mirror_")?;
-            Some((name.to_owned(), value.trim().parse().ok()?))
-        })
-        .collect()
+    crate::mirror::metrics_of(&format!("127.0.0.1:{port}"))
 }
 
 /// The mirror's DaemonSet pod (as its controller makes it, `kube::controller_pod`) serving
@@ -485,7 +461,9 @@ fn mirror_pod(origin: &str, port: u16) -> Option<Played> {
     let (code, out) = played.play_output();
     assert_eq!(code, Some(0), "kube play\n{out}\n{}", played.yaml());
     let ready = crate::support::wait_for(std::time::Duration::from_secs(60), || {
-        get(port, "/healthz").0 == 200
+        let addr = format!("127.0.0.1:{port}");
+        std::net::TcpStream::connect(&addr).is_ok()
+            && crate::mirror::request_bytes(&addr, "GET", "/healthz").0 == 200
     });
     let mirror = played.container("mirror");
     assert!(
