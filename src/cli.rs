@@ -112,6 +112,18 @@ pub(crate) enum Resolution {
     Maven,
 }
 
+/// Whether the OpenPGP signatures of `--packages` artifacts are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum VerifySignatures {
+    /// Not checked.
+    Off,
+    /// Checked; a missing or bad signature is a warning, counted.
+    Warn,
+    /// Checked; a missing or bad signature fails the run (exit 4) before anything is
+    /// published.
+    Require,
+}
+
 /// What an uploaded bundle holds: decides the Secret key and the Spark properties shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StageKind {
@@ -390,6 +402,19 @@ pub(crate) struct FetchArgs {
     /// Spark's --packages gives (the latest revision wins), `maven` Maven's nearest-wins.
     #[arg(long, env = env::RESOLUTION, value_enum, default_value_t = Resolution::Spark)]
     pub resolution: Resolution,
+
+    /// Check the OpenPGP signature (`<file>.asc`) of every POM and jar --packages resolves
+    /// against --trusted-keys: `warn` says and counts each missing or bad one, `require`
+    /// fails on it (exit 4) before anything is published. A --lock needs none: its sha256
+    /// pins carry what `resolve` verified.
+    #[arg(long, env = env::VERIFY_SIGNATURES, value_enum, default_value_t = VerifySignatures::Off)]
+    pub verify_signatures: VerifySignatures,
+
+    /// OpenPGP public keys trusted to sign --packages artifacts, comma-separated or
+    /// repeated: armored or binary key files, or a project's `KEYS` file. `GROUP=FILE`:
+    /// that file's keys vouch only for artifacts of groupId GROUP (and GROUP.*).
+    #[arg(long, env = env::TRUSTED_KEYS, value_name = "[GROUP=]FILE", value_delimiter = ',', action = ArgAction::Append)]
+    pub trusted_keys: Vec<String>,
 
     /// A lockfile from `spark-localizer resolve`: fetch exactly its jars, each pinned
     /// (for `resolve`: where to write it; default stdout).

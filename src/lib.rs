@@ -30,6 +30,7 @@ mod maven;
 mod mirror;
 mod net;
 mod oci;
+mod openpgp;
 mod origin;
 mod output;
 mod plan;

@@ -2,6 +2,7 @@
 //! classpath file, the `spark-classpath.env` snippet, the JSON report and the
 //! Kubernetes termination message.
 
+use crate::maven::signatures::Check;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -129,6 +130,9 @@ pub(crate) struct PackagesReport {
     pub repositories: Vec<String>,
     pub jars: Vec<PackageJar>,
     pub evicted: Vec<String>,
+    /// Jars whose signatures were checked and are unverified (`--verify-signatures warn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<usize>,
 }
 
 /// One jar of a `--packages` resolution.
@@ -139,6 +143,15 @@ pub(crate) struct PackageJar {
     pub repository: String,
     /// The modules that required it, nearest first (empty: asked for).
     pub required_by: Vec<String>,
+    /// The fingerprint of the key that signed its POM and jar (`--verify-signatures`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+    /// Its signer's user id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// Why its signatures are unverified (`--verify-signatures warn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<String>,
 }
 
 impl PackagesReport {
@@ -148,14 +161,32 @@ impl PackagesReport {
             jars: r
                 .jars
                 .iter()
-                .map(|j| PackageJar {
-                    coordinate: j.coord.to_string(),
-                    name: j.coord.spark_name(),
-                    repository: j.repo.clone(),
-                    required_by: j.path.iter().rev().cloned().collect(),
+                .map(|j| {
+                    let (signed_by, signer, unverified) = match &j.signature {
+                        Some(Check::Signed(s)) => {
+                            (Some(s.fingerprint.clone()), s.user_id.clone(), None)
+                        }
+                        Some(Check::Unverified(why)) => (None, None, Some(why.clone())),
+                        None => (None, None, None),
+                    };
+                    PackageJar {
+                        coordinate: j.coord.to_string(),
+                        name: j.coord.spark_name(),
+                        repository: j.repo.clone(),
+                        required_by: j.path.iter().rev().cloned().collect(),
+                        signed_by,
+                        signer,
+                        unverified,
+                    }
                 })
                 .collect(),
             evicted: r.evicted.clone(),
+            unverified: r.jars.iter().any(|j| j.signature.is_some()).then(|| {
+                r.jars
+                    .iter()
+                    .filter(|j| matches!(j.signature, Some(Check::Unverified(_))))
+                    .count()
+            }),
         }
     }
 }

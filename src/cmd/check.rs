@@ -386,7 +386,9 @@ fn describe_package_settings(out: &mut String, s: &Settings, origins: &ArgOrigin
             lock.value.display(),
             lock.origin
         );
+        describe_lock_signers(out, s);
     }
+    describe_trust(out, s, origins);
     let Some(request) = &s.packages.request else {
         return;
     };
@@ -431,6 +433,68 @@ fn describe_package_settings(out: &mut String, s: &Settings, origins: &ArgOrigin
         },
         from(&table::RESOLUTION)
     );
+}
+
+/// Who signed each jar of the lock (`resolve --verify-signatures` wrote it).
+fn describe_lock_signers(out: &mut String, s: &Settings) {
+    use crate::maven::signatures::Check;
+    let Some(locked) = &s.packages.locked else {
+        return;
+    };
+    if locked.jars.iter().all(|j| j.signature.is_none()) {
+        return;
+    }
+    let _ = writeln!(out, "  {:<16} (from the lock)", "signers");
+    for jar in &locked.jars {
+        let said = match &jar.signature {
+            Some(Check::Signed(signer)) => format!("signed by {signer}"),
+            Some(Check::Unverified(why)) => format!("UNVERIFIED: {why}"),
+            None => "not checked".to_owned(),
+        };
+        let _ = writeln!(out, "    {}  {said}", jar.coord);
+    }
+}
+
+/// `--verify-signatures` and every key `--trusted-keys` gave, by fingerprint.
+fn describe_trust(out: &mut String, s: &Settings, origins: &ArgOrigins) {
+    use crate::maven::signatures::Mode;
+    let Some(trust) = &s.packages.trust else {
+        return;
+    };
+    let from = |setting: &Setting| origins.origin(setting.id, setting.env);
+    let _ = writeln!(
+        out,
+        "  {:<16} {}  ({})",
+        table::VERIFY_SIGNATURES.label,
+        match trust.mode {
+            Mode::Off => "off",
+            Mode::Warn => "warn (an unverified POM or jar is said and counted)",
+            Mode::Require => "require (an unverified POM or jar fails the run, exit 4)",
+        },
+        from(&table::VERIFY_SIGNATURES)
+    );
+    for file in &trust.files {
+        let _ = writeln!(
+            out,
+            "  {:<16} {} ({}; {})",
+            table::TRUSTED_KEYS.label,
+            file.path.display(),
+            file.group
+                .as_deref()
+                .map_or("for every group".to_owned(), |g| format!(
+                    "for {g} and its subgroups"
+                )),
+            from(&table::TRUSTED_KEYS)
+        );
+        for key in &file.keys {
+            let _ = writeln!(
+                out,
+                "    {}  {}",
+                key.fingerprint,
+                key.user_ids.first().map_or("(no user id)", String::as_str)
+            );
+        }
+    }
 }
 
 /// The credentials and trust each source picked, by name only.

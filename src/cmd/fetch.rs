@@ -275,6 +275,12 @@ pub(crate) fn resolve_packages(
        + 'static {
     let http = maven_http(settings);
     let request = request.clone();
+    let trust = settings
+        .packages
+        .trust
+        .clone()
+        .filter(|t| t.mode != crate::maven::signatures::Mode::Off);
+    let parallelism = settings.parallelism;
     async move {
         let http = http?;
         info!(
@@ -288,7 +294,28 @@ pub(crate) fn resolve_packages(
                 .join(", ")
         );
         let transport = Arc::new(http);
-        let resolution = crate::maven::resolve(&request, transport).await?;
+        let mut resolution = crate::maven::resolve(&request, transport.clone()).await?;
+        // Signatures are checked before any transfer, over bytes the fetch then pins.
+        if let Some(trust) = &trust {
+            let jars = std::mem::take(&mut resolution.jars);
+            let locked = crate::maven::lock::lock(
+                crate::maven::Resolution {
+                    jars,
+                    ..resolution.clone()
+                },
+                &transport,
+                parallelism,
+                Some(trust),
+            )
+            .await?;
+            resolution.jars = locked
+                .into_iter()
+                .map(|l| crate::maven::Resolved {
+                    checked_sha256: Some(l.sha256),
+                    ..l.jar
+                })
+                .collect();
+        }
         info!(
             "resolved {} jar(s) for --packages{}",
             resolution.jars.len(),

@@ -45,6 +45,7 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let resolving = resolve_packages(&settings, &request);
     let http = maven_http(&settings);
     let parallelism = settings.parallelism;
+    let trust = settings.packages.trust.clone();
     let work = async move {
         let resolution = resolving.await?;
         for line in &resolution.tree {
@@ -52,7 +53,8 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         }
         let repositories = resolution.repositories.clone();
         let http = http?;
-        let locked = crate::maven::lock::lock(resolution, &http, parallelism).await?;
+        let locked =
+            crate::maven::lock::lock(resolution, &http, parallelism, trust.as_ref()).await?;
         Ok::<_, crate::maven::MavenError>((repositories, locked))
     };
     let (repositories, locked) =

@@ -104,6 +104,9 @@ pub(crate) struct Settings {
     /// sha1 digests the Maven repositories publish for `--packages` jars, by
     /// declared URI (verified while fetching).
     pub sha1_pins: std::collections::HashMap<String, [u8; 20]>,
+    /// The sha256 of `--packages` jars whose signatures were checked before the
+    /// transfers (`--verify-signatures`), by declared URI: pins of what was verified.
+    pub signed_pins: std::collections::HashMap<String, [u8; 32]>,
     /// `--mirror` and `--mirror-timeout`.
     pub mirror: Option<(url::Url, Duration)>,
     /// `oci://` credentials, plain-HTTP registries and the resolved layers.
@@ -284,6 +287,7 @@ impl Settings {
             staging,
             packages,
             sha1_pins: Default::default(),
+            signed_pins: Default::default(),
             mirror: args.mirror.clone().map(|url| (url, args.mirror_timeout)),
             oci,
         }
@@ -299,6 +303,9 @@ impl Settings {
             let uri = format!("{}#{}", jar.url, jar.coord.spark_name());
             if let Some(sha1) = jar.sha1 {
                 self.sha1_pins.insert(uri.clone(), sha1);
+            }
+            if let Some(sha256) = jar.checked_sha256 {
+                self.signed_pins.insert(uri.clone(), sha256);
             }
             seen.push(&mut self.jars, &uri, &origin);
         }

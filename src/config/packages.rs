@@ -24,6 +24,8 @@ pub(crate) struct PackagesSettings {
     /// The jars the lockfile pins, with the coordinate and path its comments
     /// give each (for the SBOM).
     pub locked: Option<crate::maven::Resolution>,
+    /// `--verify-signatures` and `--trusted-keys`, read (`None`: off).
+    pub trust: Option<crate::maven::signatures::Trust>,
 }
 
 /// Reads `--packages`, `--repositories`, `--exclude-packages`,
@@ -127,11 +129,51 @@ pub(crate) fn settings(
             Resolution::Maven => Mode::Maven,
         },
     });
+    let trust = trust(args, layers, problems);
     PackagesSettings {
         request,
         origin,
         lock,
         locked: None,
+        trust,
+    }
+}
+
+/// `--verify-signatures` with the keys of `--trusted-keys`, each file read and parsed
+/// (its problems named with the flag); `None` when off.
+fn trust(
+    args: &FetchArgs,
+    layers: &Layers<'_>,
+    problems: &mut Problems,
+) -> Option<crate::maven::signatures::Trust> {
+    use crate::maven::signatures::{Mode as Signatures, Trust};
+    let mode = match args.verify_signatures {
+        crate::cli::VerifySignatures::Off => Signatures::Off,
+        crate::cli::VerifySignatures::Warn => Signatures::Warn,
+        crate::cli::VerifySignatures::Require => Signatures::Require,
+    };
+    let specs: Vec<String> = args
+        .trusted_keys
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    match Trust::load(mode, &specs) {
+        Ok(trust) => (mode != Signatures::Off || !specs.is_empty()).then_some(trust),
+        Err(why) => {
+            let origin = if specs.is_empty() {
+                layers.origin(&table::VERIFY_SIGNATURES)
+            } else {
+                layers.origin(&table::TRUSTED_KEYS)
+            };
+            for reason in why {
+                problems.push(ConfigError::Invalid {
+                    what: origin.to_string(),
+                    reason,
+                });
+            }
+            None
+        }
     }
 }
 

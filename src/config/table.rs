@@ -146,6 +146,14 @@ pub(crate) const REPOSITORY_CREDENTIALS_DIR: Setting = setting(
 );
 pub(crate) const RESOLUTION: Setting = setting("resolution", "resolution", env::RESOLUTION, &[]);
 pub(crate) const LOCK: Setting = setting("lock", "lock", env::LOCK, &[]);
+pub(crate) const VERIFY_SIGNATURES: Setting = setting(
+    "signatures",
+    "verify_signatures",
+    env::VERIFY_SIGNATURES,
+    &[],
+);
+pub(crate) const TRUSTED_KEYS: Setting =
+    setting("trusted keys", "trusted_keys", env::TRUSTED_KEYS, &[]);
 pub(crate) const CA_CERT: Setting = setting("trusted CA", "ca_cert", env::CA_CERT, &[]);
 pub(crate) const S3_CREDENTIALS_DIR: Setting = setting(
     "s3 credentials",
@@ -249,6 +257,8 @@ pub(crate) const ALL: &[Setting] = &[
     REPOSITORY_CREDENTIALS_DIR,
     RESOLUTION,
     LOCK,
+    VERIFY_SIGNATURES,
+    TRUSTED_KEYS,
     CA_CERT,
     S3_CREDENTIALS_DIR,
     AZURE_CREDENTIALS_DIR,

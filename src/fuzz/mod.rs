@@ -9,6 +9,7 @@ mod hdfs;
 mod maven;
 mod maven_graph;
 mod oci;
+mod openpgp;
 mod properties;
 mod ranges;
 mod retry_after;
@@ -21,6 +22,7 @@ pub use hdfs::{hadoop_conf, hadoop_token, hdfs_warning, kerberos_files};
 pub use maven::{maven_coord, maven_metadata, maven_version, pom};
 pub use maven_graph::maven_graph;
 pub use oci::{oci_manifest, oci_reference, www_authenticate};
+pub use openpgp::openpgp;
 pub use properties::properties;
 pub use ranges::{content_range, range};
 pub use retry_after::retry_after;
@@ -47,6 +49,7 @@ const TARGETS: &[(&str, Target)] = &[
     ("maven_version", maven_version),
     ("oci_manifest", oci_manifest),
     ("oci_reference", oci_reference),
+    ("openpgp", openpgp),
     ("pom", pom),
     ("properties", properties),
     ("range", range),

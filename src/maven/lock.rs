@@ -11,7 +11,10 @@ use futures_util::StreamExt;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
+use tracing::{info, warn};
+
 use super::repo::{Http, TransportError};
+use super::signatures::{self, Check, JarCheck, Mode, Trust};
 use super::{MavenError, Request, Resolution, Resolved};
 
 /// A jar as the lockfile pins it.
@@ -23,36 +26,122 @@ pub(crate) struct Locked {
 }
 
 /// Downloads every jar (a few at once), checks it against the repository's
-/// `.sha1` and computes its sha256.
+/// `.sha1` and computes its sha256; with `trust`, checks its POM's and its own
+/// OpenPGP signatures ([`signatures`]): unverified files fail the lock under
+/// `--verify-signatures require` (all named), are warned of under `warn`.
 pub(crate) async fn lock(
     resolution: Resolution,
     http: &Http,
     parallelism: usize,
+    trust: Option<&Trust>,
 ) -> Result<Vec<Locked>, MavenError> {
-    futures_util::stream::iter(resolution.jars)
-        .map(|jar| async move {
-            let (sha256, sha1, size) = digests(http, &jar.url).await?;
-            if let Some(expected) = jar.sha1 {
-                if expected != sha1 {
-                    return Err(MavenError::Integrity(format!(
-                        "{}: sha1 {} does not match the repository's .sha1 ({}); the jar is damaged or was replaced",
-                        crate::util::redact::redact_url(jar.url.as_str()),
-                        hex::encode(sha1),
-                        hex::encode(expected)
-                    )));
-                }
-            }
-            Ok(Locked { jar, sha256, size })
-        })
+    let trust = trust.filter(|t| t.mode != Mode::Off);
+    let locked: Vec<Locked> = futures_util::stream::iter(resolution.jars)
+        .map(|jar| lock_one(jar, http, trust))
         .buffered(parallelism.max(1))
         .collect::<Vec<_>>()
         .await
         .into_iter()
-        .collect()
+        .collect::<Result<_, _>>()?;
+    let Some(trust) = trust else {
+        return Ok(locked);
+    };
+    let unverified: Vec<&str> = locked
+        .iter()
+        .filter_map(|l| match &l.jar.signature {
+            Some(Check::Unverified(why)) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
+    if unverified.is_empty() {
+        info!(
+            "signatures: the POM and jar of all {} jar(s) signed by trusted keys",
+            locked.len()
+        );
+    } else if trust.mode == Mode::Require {
+        return Err(MavenError::Integrity(format!(
+            "{} of {} jar(s) not signed by a trusted key (--verify-signatures require): {}",
+            unverified.len(),
+            locked.len(),
+            unverified.join("; ")
+        )));
+    } else {
+        for why in &unverified {
+            warn!("unverified (--verify-signatures warn): {why}");
+        }
+        warn!(
+            "signatures: {} of {} jar(s) unverified (--verify-signatures warn)",
+            unverified.len(),
+            locked.len()
+        );
+    }
+    Ok(locked)
 }
 
-/// Streams `url` through sha256 and sha1.
-async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64), MavenError> {
+/// One jar of [`lock`]: its digests, and its signatures' check with `trust`.
+async fn lock_one(
+    mut jar: Resolved,
+    http: &Http,
+    trust: Option<&Trust>,
+) -> Result<Locked, MavenError> {
+    let shown = crate::util::redact::redact_url(jar.url.as_str());
+    let (sha256, sha1, size) = match trust {
+        None => digests(http, &jar.url, None).await?,
+        Some(trust) => {
+            let unreachable = |what: &str, e: TransportError| MavenError::NotFound {
+                what: format!("{what} of {shown}"),
+                path: Vec::new(),
+                misses: super::repo::Misses(vec![transport_why(e)]),
+            };
+            let asc = signatures::asc_of(http, &jar.url)
+                .await
+                .map_err(|e| unreachable("the signature", e))?;
+            let mut check = JarCheck::start(trust, &jar.coord.group, &jar.url, asc);
+            let digested = digests(http, &jar.url, Some(&mut check)).await?;
+            let signed = check.finish().await;
+            let pom =
+                signatures::pom_url(&jar.url, jar.coord.classifier.as_deref(), &jar.coord.ext);
+            let pom_signed = signatures::check_pom(http, trust, &jar.coord.group, &pom)
+                .await
+                .map_err(|e| unreachable("the POM", e))?;
+            jar.signature = Some(match (pom_signed, signed) {
+                (Ok(_), Ok(signer)) => Check::Signed(signer),
+                (pom, jar) => Check::Unverified(
+                    [pom.err(), jar.err()]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+            });
+            digested
+        }
+    };
+    if let Some(expected) = jar.sha1 {
+        if expected != sha1 {
+            return Err(MavenError::Integrity(format!(
+                "{shown}: sha1 {} does not match the repository's .sha1 ({}); the jar is damaged or was replaced",
+                hex::encode(sha1),
+                hex::encode(expected)
+            )));
+        }
+    }
+    Ok(Locked { jar, sha256, size })
+}
+
+fn transport_why(e: TransportError) -> String {
+    match e {
+        TransportError::Unreachable(why) | TransportError::Status(why) => why,
+        TransportError::TooLarge(n) => format!("larger than {n} bytes"),
+    }
+}
+
+/// Streams `url` through sha256 and sha1 (and `check`, a signature's verifier).
+async fn digests(
+    http: &Http,
+    url: &url::Url,
+    mut check: Option<&mut JarCheck>,
+) -> Result<([u8; 32], [u8; 20], u64), MavenError> {
     let shown = crate::util::redact::redact_url(url.as_str());
     let fail = |why: String| MavenError::NotFound {
         what: format!("a download of the jar {shown}"),
@@ -63,10 +152,7 @@ async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64
     let mut response = match http.open(url).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(fail("not found".into())),
-        Err(TransportError::Unreachable(why) | TransportError::Status(why)) => {
-            return Err(fail(why))
-        }
-        Err(TransportError::TooLarge(n)) => return Err(fail(format!("larger than {n} bytes"))),
+        Err(e) => return Err(fail(transport_why(e))),
     };
     let (mut sha256, mut sha1, mut size) = (Sha256::new(), Sha1::new(), 0u64);
     loop {
@@ -78,6 +164,9 @@ async fn digests(http: &Http, url: &url::Url) -> Result<([u8; 32], [u8; 20], u64
                 sha256.update(&chunk);
                 sha1.update(&chunk);
                 size += chunk.len() as u64;
+                if let Some(check) = check.as_deref_mut() {
+                    check.feed(&chunk).await;
+                }
             }
         }
     }
@@ -101,13 +190,23 @@ pub(crate) fn lock_url(url: &url::Url) -> String {
 pub(crate) fn read(text: &str) -> Resolution {
     let mut jars = Vec::new();
     let mut comment: Option<&str> = None;
+    let mut signature: Option<Check> = None;
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
+        if let Some(signer) = line.strip_prefix(SIGNED_BY) {
+            signature = Some(Check::Signed(signer_of(signer)));
+            continue;
+        }
+        if let Some(why) = line.strip_prefix(UNVERIFIED) {
+            signature = Some(Check::Unverified(why.to_owned()));
+            continue;
+        }
         if let Some(rest) = line.strip_prefix("# ") {
             comment = Some(rest);
             continue;
         }
         let said = comment.take();
+        let signature = signature.take();
         let Some((_, entry)) = line.split_once("  ") else {
             continue;
         };
@@ -115,7 +214,8 @@ pub(crate) fn read(text: &str) -> Resolution {
             continue;
         };
         url.set_fragment(None);
-        if let Some(jar) = entry_of(said, url) {
+        if let Some(mut jar) = entry_of(said, url) {
+            jar.signature = signature;
             jars.push(jar);
         }
     }
@@ -129,6 +229,24 @@ pub(crate) fn read(text: &str) -> Resolution {
         evicted: Vec::new(),
         tree: Vec::new(),
         repositories,
+    }
+}
+
+/// The line before an entry's comment naming who signed it (`resolve --verify-signatures`).
+const SIGNED_BY: &str = "# signed by ";
+/// The line before an entry's comment saying why its signatures are unverified
+/// (`--verify-signatures warn`).
+const UNVERIFIED: &str = "# unverified: ";
+
+/// `FINGERPRINT (user id)` or `FINGERPRINT`.
+fn signer_of(text: &str) -> signatures::Signer {
+    let (fingerprint, user_id) = match text.split_once(" (") {
+        Some((f, rest)) => (f, rest.strip_suffix(')').map(str::to_owned)),
+        None => (text, None),
+    };
+    signatures::Signer {
+        fingerprint: fingerprint.trim().to_owned(),
+        user_id,
     }
 }
 
@@ -151,6 +269,8 @@ fn entry_of(comment: &str, url: url::Url) -> Option<Resolved> {
         url,
         path,
         sha1: None,
+        signature: None,
+        checked_sha256: None,
     })
 }
 
@@ -180,6 +300,15 @@ pub(crate) fn render(request: &Request, repositories: &[String], locked: &[Locke
     // to nothing) is told from an empty or truncated file.
     let _ = writeln!(out, "# jars: {}", locked.len());
     for l in locked {
+        match &l.jar.signature {
+            Some(Check::Signed(signer)) => {
+                let _ = writeln!(out, "{SIGNED_BY}{signer}");
+            }
+            Some(Check::Unverified(why)) => {
+                let _ = writeln!(out, "{UNVERIFIED}{}", why.replace('\n', " "));
+            }
+            None => {}
+        }
         let via = super::resolve::shown_path(&l.jar.path);
         let _ = writeln!(
             out,

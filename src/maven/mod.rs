@@ -17,6 +17,7 @@ mod prefetch;
 mod reach;
 pub(crate) mod repo;
 pub(crate) mod resolve;
+pub(crate) mod signatures;
 pub(crate) mod version;
 
 use std::sync::Arc;
@@ -165,6 +166,11 @@ pub(crate) struct Resolved {
     pub path: Vec<String>,
     /// The repository's `.sha1` of the jar, if it publishes one.
     pub sha1: Option<[u8; 20]>,
+    /// What its OpenPGP signatures' check found (`--verify-signatures`), if checked.
+    pub signature: Option<signatures::Check>,
+    /// The sha256 of the bytes whose signature was checked (`fetch --packages
+    /// --verify-signatures`): what the fetch must publish.
+    pub checked_sha256: Option<[u8; 32]>,
 }
 
 /// The outcome of a resolution.
@@ -224,6 +230,8 @@ async fn resolve_with(
                 repo: repo.shown(),
                 coord: jar,
                 path: required_by,
+                signature: None,
+                checked_sha256: None,
             })
         },
     ))

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::engine::Outcome;
 use crate::maven::coord::Coord;
 use crate::maven::lock::Locked;
+use crate::maven::signatures::Check;
 use crate::maven::Resolution;
 use crate::plan::{Kind, Plan};
 
@@ -105,8 +106,13 @@ struct Item {
 
 /// Where an artifact came from, as far as the SBOM tells.
 enum From {
-    /// A Maven module: its coordinate and the modules that pulled it in, root first.
-    Maven { coord: Coord, path: Vec<String> },
+    /// A Maven module: its coordinate, the modules that pulled it in, root first, and
+    /// what its signatures' check found (`--verify-signatures`).
+    Maven {
+        coord: Coord,
+        path: Vec<String>,
+        signature: Option<Check>,
+    },
     /// A URL (already redacted), or nothing worth naming (a local file, a
     /// staging bundle's file).
     Url(Option<String>),
@@ -157,6 +163,7 @@ pub(crate) fn document(plan: &Plan, outcomes: &[Outcome], resolution: Option<&Re
                 Some(jar) => From::Maven {
                     coord: jar.coord.clone(),
                     path: jar.path.clone(),
+                    signature: jar.signature.clone(),
                 },
                 None => From::Url(download_url(&a.display_uri)),
             },
@@ -177,6 +184,7 @@ pub(crate) fn of_lock(locked: &[Locked]) -> Bom {
                 from: From::Maven {
                     coord: l.jar.coord.clone(),
                     path: l.jar.path.clone(),
+                    signature: l.jar.signature.clone(),
                 },
             })
             .collect(),
@@ -270,17 +278,48 @@ fn component(item: &Item, seen: &mut HashSet<String>) -> Component {
             })
             .collect(),
         purl,
-        properties: vec![
-            Property {
-                name: "spark-localizer:kind",
-                value: dir.to_owned(),
-            },
-            Property {
-                name: "spark-localizer:file",
-                value: item.name.clone(),
-            },
-        ],
+        properties: properties(item, dir),
     }
+}
+
+/// The component's `spark-localizer:` properties: its kind and file, and for a jar whose
+/// signatures were checked, its signer's fingerprint and user id, or why it is unverified.
+fn properties(item: &Item, dir: &str) -> Vec<Property> {
+    let mut all = vec![
+        Property {
+            name: "spark-localizer:kind",
+            value: dir.to_owned(),
+        },
+        Property {
+            name: "spark-localizer:file",
+            value: item.name.clone(),
+        },
+    ];
+    if let From::Maven {
+        signature: Some(check),
+        ..
+    } = &item.from
+    {
+        match check {
+            Check::Signed(signer) => {
+                all.push(Property {
+                    name: "spark-localizer:signed-by",
+                    value: signer.fingerprint.clone(),
+                });
+                if let Some(uid) = &signer.user_id {
+                    all.push(Property {
+                        name: "spark-localizer:signer",
+                        value: uid.clone(),
+                    });
+                }
+            }
+            Check::Unverified(why) => all.push(Property {
+                name: "spark-localizer:unverified",
+                value: why.clone(),
+            }),
+        }
+    }
+    all
 }
 
 /// Every component, with what it depends on: a jar pulled in by a module

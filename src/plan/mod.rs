@@ -262,6 +262,7 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
                         }
                     }
                     matched_pins.extend(found.into_iter().map(|(key, _)| key));
+                    pinned |= pin_signed(&mut a, settings.signed_pins.get(&d.uri), &mut twice);
                     if let Some(layer) = settings.oci.layers.get(&d.uri) {
                         pin_layer(&mut a, layer);
                         // A tag's layer digests are only what the tag names today.
@@ -327,6 +328,22 @@ pub(crate) fn build(settings: &Settings) -> Result<Plan, PlanError> {
             partial: plan,
         })
     }
+}
+
+/// A `--packages` jar whose signature was checked (`--verify-signatures`) is pinned to
+/// the bytes checked; another pin for it is a mistake said in `twice`.
+fn pin_signed(a: &mut Artifact, signed: Option<&[u8; 32]>, twice: &mut Vec<String>) -> bool {
+    let Some(signed) = signed else {
+        return false;
+    };
+    if a.pin.is_some_and(|p| p != *signed) {
+        twice.push(format!(
+            "{} is pinned to another digest than the one whose signature was checked: keep one",
+            a.display_uri
+        ));
+    }
+    a.pin = Some(*signed);
+    true
 }
 
 /// How many of each kind of `--require-pins` problem are listed one by one.

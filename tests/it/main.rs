@@ -40,6 +40,7 @@ mod s3_harness;
 mod sbom;
 mod scheduling;
 mod secrets;
+mod signatures;
 mod snapshots;
 mod source_suite;
 mod spark_e2e;

@@ -101,6 +101,8 @@ fn locked(spec: &str, path: &[&str]) -> Locked {
             url: url::Url::parse("http://r/x.jar").unwrap(),
             path: path.iter().map(|s| s.to_string()).collect(),
             sha1: None,
+            signature: None,
+            checked_sha256: None,
         },
         sha256: [7; 32],
         size: 1,

@@ -4,6 +4,7 @@
 pub mod aws_creds;
 pub mod cloud;
 pub mod cut_proxy;
+pub mod gpg;
 pub mod hdfs;
 pub mod kdc;
 pub mod kube;
