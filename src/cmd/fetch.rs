@@ -191,7 +191,7 @@ pub(crate) async fn prepare(
 /// lists) off the runtime's threads, within the deadline (`--deadline` or its
 /// variable; the default until the properties file could name another) and
 /// until a stop signal; the deadline the configuration names is checked after.
-async fn read_configuration(
+pub(crate) async fn read_configuration(
     args: &FetchArgs,
     origins: &ArgOrigins,
     cancel: Option<&tokio::sync::watch::Receiver<bool>>,

@@ -10,7 +10,6 @@ use tracing::{error, info};
 use crate::cli::{ArgOrigins, FetchArgs};
 use crate::cmd::exit::ExitCode;
 use crate::cmd::fetch::{config_failure, maven_http, packages_failure, resolve_packages, stopped};
-use crate::config::{Problems, Settings};
 
 /// Runs `resolve` and returns the exit code.
 pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
@@ -18,8 +17,19 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
     let mut args = args.clone();
     let output = args.lock.take();
     let args = &args;
-    let mut problems = Problems::default();
-    let settings = Settings::resolve(args, origins, &mut problems);
+    // Read off the runtime, within the deadline and until a signal (a large key file
+    // takes time to check).
+    let cancel = crate::cmd::fetch::stop_on_signals();
+    let (settings, mut problems) =
+        match crate::cmd::fetch::read_configuration(args, origins, Some(&cancel)).await {
+            Ok(read) => read,
+            Err(crate::cmd::fetch::NotReady::Config(problems)) => {
+                return config_failure(args, &problems, false)
+            }
+            Err(crate::cmd::fetch::NotReady::Unresolved(code, message, _)) => {
+                return stopped(args, code, &message, false)
+            }
+        };
     if settings.require_pins {
         problems.push_message(
             "--require-pins is for fetch and check: resolve writes the pins (its lockfile), then `fetch --lock FILE --require-pins` requires them"
@@ -41,7 +51,6 @@ pub(crate) async fn run(args: &FetchArgs, origins: &ArgOrigins) -> ExitCode {
         return config_failure(args, &problems, false);
     };
     // Resolution and the jars' downloads, within the deadline and until a signal.
-    let cancel = crate::cmd::fetch::stop_on_signals();
     let resolving = resolve_packages(&settings, &request);
     let http = maven_http(&settings);
     let parallelism = settings.parallelism;
