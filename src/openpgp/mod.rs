@@ -502,13 +502,6 @@ fn iso8601(secs: u64) -> String {
     )
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Parses the `.asc` bytes into data signatures.
 fn parse_signatures(signature: &[u8]) -> Result<Vec<Signature>, Failure> {
     let trimmed = trim_start(signature);
@@ -689,7 +682,7 @@ fn policy(sig: &Signature, c: Candidate<'_>) -> Result<Verdict, Failure> {
     }
     if let Some(d) = sig.signature_expiration_time() {
         let e = t as u64 + d.as_secs() as u64;
-        if d.as_secs() > 0 && now_secs() >= e {
+        if d.as_secs() > 0 && crate::util::time::now_ms() / 1000 >= e {
             return Err(Failure::Expired {
                 key_id: st.key_id.clone(),
                 when: iso8601(e),
